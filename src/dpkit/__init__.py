@@ -1,0 +1,91 @@
+"""dpkit: differential privacy with exact noise, tight accounting and calibrated mechanisms.
+
+``import dpkit as dp`` gives the public API; nothing outside these names is public.
+
+Module map
+----------
+``dp.random``       secure (default) and seeded random bits; ``as_random``, ``Random``
+``dp.noise``        exact samplers: discrete Laplace/Gaussian, Bernoulli(exp(-x)), and
+                    continuous Laplace/Gaussian/truncated Laplace rounded exactly to a grid
+``dp.accounting``   guarantees (``PureDP``, ``ApproxDP``, ``ZCDP``, ``RDP``), conversions,
+                    composition theorems, events
+``dp.mechanisms``   Laplace, Gaussian, their discrete versions, truncated Laplace,
+                    randomized response (also re-exported here)
+``dp.testing``      distribution assertions and contract checks for mechanism authors
+``dp.errors``       the exception hierarchy (also re-exported here)
+"""
+
+from dpkit import accounting, errors, mechanisms, noise, random
+from dpkit.accounting import RDP, ZCDP, ApproxDP, PureDP
+from dpkit.errors import (
+    BudgetExceeded,
+    DataError,
+    DPError,
+    DPWarning,
+    EngineError,
+    InsecureRandomWarning,
+    InternalError,
+    InvalidParameter,
+    UnsupportedEvent,
+    WeakGuaranteeWarning,
+)
+from dpkit.mechanisms import (
+    DiscreteGaussian,
+    DiscreteLaplace,
+    ErrorBound,
+    Gaussian,
+    Laplace,
+    Mechanism,
+    RandomizedResponse,
+    Release,
+    TruncatedLaplace,
+    discrete_gaussian,
+    discrete_laplace,
+    gaussian,
+    laplace,
+    randomized_response,
+    truncated_laplace,
+)
+from dpkit.random import Random, as_random
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "RDP",
+    "ZCDP",
+    "ApproxDP",
+    "BudgetExceeded",
+    "DPError",
+    "DPWarning",
+    "DataError",
+    "DiscreteGaussian",
+    "DiscreteLaplace",
+    "EngineError",
+    "ErrorBound",
+    "Gaussian",
+    "InsecureRandomWarning",
+    "InternalError",
+    "InvalidParameter",
+    "Laplace",
+    "Mechanism",
+    "PureDP",
+    "Random",
+    "RandomizedResponse",
+    "Release",
+    "TruncatedLaplace",
+    "UnsupportedEvent",
+    "WeakGuaranteeWarning",
+    "__version__",
+    "accounting",
+    "as_random",
+    "discrete_gaussian",
+    "discrete_laplace",
+    "errors",
+    "gaussian",
+    "laplace",
+    "mechanisms",
+    "noise",
+    "random",
+    "randomized_response",
+    "truncated_laplace",
+]

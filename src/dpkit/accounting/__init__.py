@@ -1,0 +1,92 @@
+"""Privacy accounting: guarantees, conversions, composition and mechanism analyses.
+
+Guarantees (:class:`PureDP`, :class:`ApproxDP`, :class:`ZCDP`, :class:`RDP`) are frozen
+values that compose with ``+`` and convert explicitly, never looser than the tight
+conversion. Events describe what a mechanism ran; :func:`pure_epsilon` and
+:func:`zcdp_rho` state their cost. The mechanism analyses (Laplace RDP, Gaussian and
+discrete Gaussian profiles and calibration) and the composition theorems are plain
+functions. Every bound returned is rounded in the conservative direction.
+"""
+
+from dpkit.accounting._math.discrete_gaussian import (
+    discrete_gaussian_delta,
+    discrete_gaussian_epsilon,
+    discrete_gaussian_rho,
+)
+from dpkit.accounting._math.gaussian import (
+    gaussian_delta,
+    gaussian_epsilon,
+    gaussian_rho,
+    gaussian_sigma_analytic,
+    gaussian_sigma_classic,
+)
+from dpkit.accounting._math.laplace import laplace_rdp
+from dpkit.accounting.composition import (
+    advanced_composition,
+    compose_pure_via_zcdp,
+    optimal_composition,
+)
+from dpkit.accounting.events import (
+    ApproxEvent,
+    ComposedEvent,
+    DiscreteGaussianEvent,
+    DiscreteLaplaceEvent,
+    Event,
+    ExponentialMechanismEvent,
+    GaussianEvent,
+    LaplaceEvent,
+    NoOpEvent,
+    PermuteAndFlipEvent,
+    PureEvent,
+    RandomizedResponseEvent,
+    RepeatedEvent,
+    ReportNoisyMaxEvent,
+    SparseVectorEvent,
+    TruncatedLaplaceEvent,
+    ZCDPEvent,
+    event_from_dict,
+    pure_epsilon,
+    zcdp_rho,
+)
+from dpkit.accounting.guarantees import DEFAULT_ORDERS, RDP, ZCDP, ApproxDP, Guarantee, PureDP
+
+__all__ = [
+    "DEFAULT_ORDERS",
+    "RDP",
+    "ZCDP",
+    "ApproxDP",
+    "ApproxEvent",
+    "ComposedEvent",
+    "DiscreteGaussianEvent",
+    "DiscreteLaplaceEvent",
+    "Event",
+    "ExponentialMechanismEvent",
+    "GaussianEvent",
+    "Guarantee",
+    "LaplaceEvent",
+    "NoOpEvent",
+    "PermuteAndFlipEvent",
+    "PureDP",
+    "PureEvent",
+    "RandomizedResponseEvent",
+    "RepeatedEvent",
+    "ReportNoisyMaxEvent",
+    "SparseVectorEvent",
+    "TruncatedLaplaceEvent",
+    "ZCDPEvent",
+    "advanced_composition",
+    "compose_pure_via_zcdp",
+    "discrete_gaussian_delta",
+    "discrete_gaussian_epsilon",
+    "discrete_gaussian_rho",
+    "event_from_dict",
+    "gaussian_delta",
+    "gaussian_epsilon",
+    "gaussian_rho",
+    "gaussian_sigma_analytic",
+    "gaussian_sigma_classic",
+    "laplace_rdp",
+    "optimal_composition",
+    "pure_epsilon",
+    "zcdp_rho",
+]

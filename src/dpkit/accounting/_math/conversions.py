@@ -1,0 +1,193 @@
+"""Conversions between privacy definitions, as pure functions on floats.
+
+Inputs are assumed validated (the public guarantee classes validate them). Every value
+returned is an upper bound on the quantity named, rounded up (see :mod:`.rounding`).
+
+Sources
+-------
+- [S24] T. Steinke, "Tight RDP & zCDP bounds from pure DP", differentialprivacy.org,
+  2024, Theorems 4 and 5.
+- [BS16] M. Bun, T. Steinke, "Concentrated differential privacy: simplifications,
+  extensions, and lower bounds", TCC 2016 (arXiv 1605.02065), Prop. 1.3.
+- [CKS20] C. Canonne, G. Kamath, T. Steinke, "The discrete Gaussian for differential
+  privacy", NeurIPS 2020 (arXiv 2004.00010v3), Prop. 12 and Cor. 13.
+- [AC+20] S. Asoodeh et al., "Three variants of differential privacy: lossless
+  conversion and applications" (arXiv 2008.06529); Balle et al. 2020 (arXiv
+  2001.05990, eq. 20): the same RDP-to-(epsilon, delta) conversion as [CKS20] Prop. 12.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from scipy import optimize
+
+from dpkit.accounting._math.rounding import up
+
+__all__ = [
+    "pure_to_rdp_epsilon",
+    "pure_to_zcdp_rho",
+    "rdp_delta",
+    "rdp_epsilon",
+    "zcdp_delta",
+    "zcdp_epsilon",
+    "zcdp_epsilon_simple",
+]
+
+
+def pure_to_rdp_epsilon(epsilon: float, order: float) -> float:
+    """Tight RDP epsilon at ``order`` > 1 of an ``epsilon``-DP mechanism ([S24] Thm 4).
+
+    ``eps_hat(a) = eps - log((1 + e^-eps) / (1 + e^-(2a-1)eps)) / (a - 1)``, attained by
+    binary randomized response. The ratio inside the log is written as
+    ``1 + e^-eps (1 - e^-2(a-1)eps) / (1 + e^-(2a-1)eps)`` so that ``log1p`` and
+    ``expm1`` keep full precision as ``a -> 1``. Also ``eps_hat(a) <= eps``.
+    """
+    if epsilon == 0.0:
+        return 0.0
+    t = order - 1.0  # exact for order in (1, 2] (Sterbenz), tiny error above
+    ratio_m1 = math.exp(-epsilon) * -math.expm1(-2.0 * t * epsilon)
+    ratio_m1 /= 1.0 + math.exp(-(2.0 * order - 1.0) * epsilon)
+    value = epsilon - math.log1p(ratio_m1) / t
+    return min(epsilon, max(0.0, up(value, 4)))
+
+
+def pure_to_zcdp_rho(epsilon: float) -> float:
+    """Tight zCDP rho of an ``epsilon``-DP mechanism: ``eps * tanh(eps / 2)`` ([S24] Thm 5).
+
+    Never above the classical ``eps**2 / 2`` ([BS16] Prop. 3.3); tight as the order
+    goes to 1 for randomized response.
+    """
+    return min(up(epsilon * math.tanh(epsilon / 2.0), 4), up(epsilon * epsilon / 2.0, 2))
+
+
+def zcdp_epsilon_simple(rho: float, delta: float) -> float:
+    """``rho + 2 sqrt(rho log(1/delta))`` ([BS16] Prop. 1.3), for ``delta`` in (0, 1)."""
+    return up(rho + 2.0 * math.sqrt(rho * -math.log(delta)), 4)
+
+
+def _zcdp_epsilon_at(rho: float, log_delta: float, t: float) -> float:
+    # [CKS20] Prop. 12 applied to the curve eps(a) = a * rho, at order a = 1 + t:
+    # eps = a*rho + log(1 - 1/a) - (log(delta) + log(a)) / (a - 1).
+    # log(1 - 1/a) = log(t / (1 + t)) = -log1p(1/t).
+    return (1.0 + t) * rho - math.log1p(1.0 / t) - (log_delta + math.log1p(t)) / t
+
+
+def zcdp_epsilon(rho: float, delta: float) -> float:
+    """Smallest epsilon that ``rho``-zCDP implies at ``delta`` in (0, 1) ([CKS20] Cor. 13).
+
+    The bound of [CKS20] Prop. 12 holds at every order ``a > 1``; we minimise over a
+    continuous ``a``. With ``t = a - 1`` the derivative vanishes where
+    ``rho * t**2 + log(1 + t) = log(1/delta)``, which has exactly one root ``t > 0``
+    (the left side increases from 0 to inf), so the minimiser is found by Brent's
+    method. Because every order gives a valid bound, the root finder's tolerance only
+    affects tightness, never validity. The result is never above the simple bound of
+    [BS16] (we return the smaller of the two), is clamped at 0, and is rounded up.
+    """
+    if rho == 0.0:
+        return 0.0
+    log_delta = math.log(delta)
+    simple = zcdp_epsilon_simple(rho, delta)
+
+    def stationary(t: float) -> float:
+        return rho * t * t + math.log1p(t) + log_delta
+
+    t_hi = math.sqrt(-log_delta / rho)  # stationary(t_hi) = log1p(t_hi) > 0
+    t_lo = t_hi
+    while stationary(t_lo) >= 0.0 and t_lo > 1e-300:
+        t_lo /= 2.0
+    if stationary(t_lo) >= 0.0:  # pragma: no cover - needs rho above ~1e300
+        return simple
+    t_star = float(optimize.brentq(stationary, t_lo, t_hi, xtol=1e-15, rtol=1e-15))
+    value = up(_zcdp_epsilon_at(rho, log_delta, t_star), 8)
+    return max(0.0, min(value, simple))
+
+
+def zcdp_delta(rho: float, epsilon: float) -> float:
+    """Smallest delta that ``rho``-zCDP implies at ``epsilon`` >= 0 ([CKS20] Cor. 13).
+
+    ``delta = inf_{a > 1} exp((a-1)(a rho - eps) + a log(1 - 1/a)) / (a - 1)``. The
+    minimising order solves ``(2a - 1) rho - eps + log(1 - 1/a) = 0`` (increasing in
+    ``a``, one root), found by Brent's method; any order is valid, so only tightness
+    depends on the root. The result is also capped by the simple tail bound
+    ``exp(-(eps - rho)^2 / (4 rho))`` for ``eps >= rho`` ([BS16]) and by 1, and rounded up.
+    """
+    if rho == 0.0:
+        return 0.0
+
+    def stationary(t: float) -> float:
+        return (2.0 * t + 1.0) * rho - epsilon - math.log1p(1.0 / t)
+
+    t_hi = 1.0
+    while stationary(t_hi) <= 0.0:
+        t_hi *= 2.0
+    t_lo = t_hi
+    while stationary(t_lo) >= 0.0 and t_lo > 1e-300:
+        t_lo /= 2.0
+    if stationary(t_lo) >= 0.0:  # pragma: no cover - needs rho above ~1e300
+        best = 0.0
+    else:
+        t = float(optimize.brentq(stationary, t_lo, t_hi, xtol=1e-15, rtol=1e-15))
+        best = t * ((1.0 + t) * rho - epsilon) - (1.0 + t) * math.log1p(1.0 / t) - math.log(t)
+    log_delta = best
+    if epsilon >= rho:
+        log_delta = min(log_delta, -((epsilon - rho) ** 2) / (4.0 * rho))
+    if log_delta >= 0.0:
+        return 1.0
+    return min(1.0, up(math.exp(up(log_delta, 8)), 4))
+
+
+def rdp_epsilon(orders: Sequence[float], epsilons: Sequence[float], delta: float) -> float:
+    """Smallest epsilon at ``delta`` in (0, 1) implied by an RDP curve on a grid of orders.
+
+    For each order ``a`` ([CKS20] Prop. 12, equal to [AC+20] / Balle et al. eq. 20)::
+
+        eps = eps(a) + log(1 - 1/a) - (log(delta) + log(a)) / (a - 1)
+
+    and, because every Renyi divergence of order > 1 bounds the KL divergence, the
+    Bretagnolle-Huber bound ``TV <= sqrt(1 - exp(-KL))`` gives ``eps = 0`` when
+    ``delta >= sqrt(1 - exp(-eps(a)))`` (as dp_accounting does). Returns the best over
+    the grid, at least 0, rounded up; ``inf`` when every order is infinite.
+    """
+    log_delta = math.log(delta)
+    # Largest KL value for which (0, delta) follows; shrunk slightly so that rounding in
+    # log1p cannot let a borderline curve through.
+    kl_limit = -math.log1p(-delta * delta) * (1.0 - 1e-12)
+    best = math.inf
+    for order, eps_a in zip(orders, epsilons, strict=True):
+        if math.isinf(eps_a):
+            continue
+        if eps_a <= kl_limit:
+            return 0.0
+        t = order - 1.0
+        value = eps_a - math.log1p(1.0 / t) - (log_delta + math.log(order)) / t
+        best = min(best, value)
+    if math.isinf(best):
+        return math.inf
+    return max(0.0, up(best, 8))
+
+
+def rdp_delta(orders: Sequence[float], epsilons: Sequence[float], epsilon: float) -> float:
+    """Smallest delta at ``epsilon`` >= 0 implied by an RDP curve on a grid of orders.
+
+    For each order ``a`` ([CKS20] Prop. 12)::
+
+        log(delta) = (a - 1) (eps(a) - eps + log(1 - 1/a)) - log(a)
+
+    and the Bretagnolle-Huber bound ``delta <= sqrt(1 - exp(-eps(a)))``. Returns the best
+    over the grid, at most 1, rounded up.
+    """
+    best = 0.0  # log of the trivial bound delta <= 1
+    for order, eps_a in zip(orders, epsilons, strict=True):
+        if math.isinf(eps_a):
+            continue
+        kl_bound = 0.5 * math.log(-math.expm1(-eps_a)) if eps_a > 0.0 else -math.inf
+        t = order - 1.0
+        prop12 = t * (eps_a - epsilon - math.log1p(1.0 / t)) - math.log(order)
+        best = min(best, kl_bound, prop12)
+    if best == -math.inf:
+        return 0.0
+    if best >= 0.0:
+        return 1.0
+    return min(1.0, up(math.exp(up(best, 8)), 4))

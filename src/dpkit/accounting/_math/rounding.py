@@ -1,0 +1,103 @@
+"""Conservative rounding for privacy bounds.
+
+A privacy bound (an epsilon, a delta, a rho, a noise scale) computed in floating point
+can land a little below the true value. Every bound dpkit returns is rounded in the
+safe direction with the helpers below:
+
+- :func:`sum_up`, :func:`mul_up`, :func:`div_up` and :func:`fraction_up` are exact:
+  they compute the true rational value with :class:`fractions.Fraction` and return the
+  smallest float that is not below it.
+- :func:`up` steps a computed value a few units in the last place towards +inf. It is
+  used after closed forms (a handful of correctly rounded operations, each off by at
+  most half an ulp) and after root finders (whose answer is first moved to the safe
+  side of the bracket).
+- :func:`inflate` multiplies by ``1 + rel`` (rounded up) for long computations (sums of
+  many terms, special functions) whose relative error is bounded by ``rel``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from fractions import Fraction
+
+__all__ = ["div_up", "fraction_up", "inflate", "mul_up", "product_up", "settle_up", "sum_up", "up"]
+
+
+def fraction_up(value: Fraction) -> float:
+    """The smallest float that is >= ``value`` (``inf`` on overflow)."""
+    try:
+        # int / int true division (used by Fraction.__float__) is correctly rounded.
+        result = float(value)
+    except OverflowError:
+        return math.inf
+    if Fraction(result) < value:
+        result = math.nextafter(result, math.inf)
+    return result
+
+
+def sum_up(values: Iterable[float]) -> float:
+    """The exact sum of finite or infinite non-NaN floats, rounded up."""
+    total = Fraction(0)
+    for value in values:
+        if math.isinf(value):
+            if value > 0:
+                return math.inf
+            raise ValueError("sum_up got -inf")  # never a privacy parameter
+        total += Fraction(value)
+    return fraction_up(total)
+
+
+def mul_up(count: int, value: float) -> float:
+    """The exact product ``count * value``, rounded up (``value`` may be ``inf``)."""
+    if math.isinf(value):
+        return math.inf if count > 0 else 0.0
+    return fraction_up(count * Fraction(value))
+
+
+def product_up(a: float, b: float) -> float:
+    """The exact product of two finite floats, rounded up."""
+    return fraction_up(Fraction(a) * Fraction(b))
+
+
+def div_up(numerator: float, denominator: float) -> float:
+    """The exact quotient of two positive finite floats, rounded up."""
+    return fraction_up(Fraction(numerator) / Fraction(denominator))
+
+
+def up(value: float, ulps: int = 2) -> float:
+    """``value`` moved ``ulps`` representable floats towards +inf."""
+    for _ in range(ulps):
+        value = math.nextafter(value, math.inf)
+    return value
+
+
+def inflate(value: float, rel: float) -> float:
+    """``value * (1 + rel)`` rounded up, for a non-negative ``value``."""
+    if value == 0.0 or math.isinf(value):
+        return value
+    return up(value * (1.0 + rel), 2)
+
+
+def settle_up(excess: Callable[[float], float], guess: float, safe: float) -> float:
+    """The first point at or above ``guess`` where ``excess <= 0``, nudged up two ulps.
+
+    For root finders. ``excess`` is non-increasing and ``excess(safe) <= 0``; Brent's
+    answer may sit a hair on the wrong side of the root, so we step up through ulps and,
+    if that is not enough, bisect between there and ``safe``.
+    """
+    x = guess
+    for _ in range(64):
+        if excess(x) <= 0.0:
+            return up(x, 2)
+        x = math.nextafter(x, math.inf) if x > 0 else math.ulp(0.0)
+    lo, hi = x, safe
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if mid in (lo, hi):
+            break
+        if excess(mid) <= 0.0:
+            hi = mid
+        else:
+            lo = mid
+    return up(hi, 2)

@@ -1,0 +1,189 @@
+"""Composition theorems for approximate and pure differential privacy.
+
+- :func:`advanced_composition`: Dwork, Rothblum & Vadhan 2010 (Dwork & Roth 2014,
+  Thm 3.20), for k adaptively chosen (eps, delta)-DP mechanisms.
+- :func:`optimal_composition`: the exact k-fold composition of (eps, delta)-DP
+  (Kairouz, Oh & Viswanath 2015, Thm 3.3), on its natural grid of epsilons.
+- :func:`compose_pure_via_zcdp`: pure-DP mechanisms composed in zCDP and converted once.
+
+For basic composition add guarantees: ``ApproxDP(e1, d1) + ApproxDP(e2, d2)``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from fractions import Fraction
+
+import numpy as np
+import numpy.typing as npt
+from scipy import special
+
+from dpkit._validation import check_count, check_delta, check_positive
+from dpkit.accounting._math.conversions import (
+    pure_to_zcdp_rho,
+    zcdp_epsilon,
+    zcdp_epsilon_simple,
+)
+from dpkit.accounting._math.rounding import fraction_up, inflate, mul_up, sum_up, up
+from dpkit.accounting.guarantees import ApproxDP
+from dpkit.errors import InvalidParameter
+
+__all__ = ["advanced_composition", "compose_pure_via_zcdp", "optimal_composition"]
+
+
+def _total_delta(parts: Iterable[float], owner: str) -> float:
+    total = sum_up(parts)
+    if total >= 1.0:
+        raise InvalidParameter(
+            f"{owner}: the composed delta is {total!r} >= 1, which guarantees nothing. "
+            "Use smaller deltas or fewer compositions."
+        )
+    return total
+
+
+def advanced_composition(epsilon: float, delta: float, count: int, delta_prime: float) -> ApproxDP:
+    """The advanced composition theorem (Dwork, Rothblum & Vadhan 2010).
+
+    ``count`` adaptively chosen (``epsilon``, ``delta``)-DP mechanisms together are
+    (eps', ``count * delta + delta_prime``)-DP with (Dwork & Roth 2014, Thm 3.20)::
+
+        eps' = sqrt(2 k log(1/delta')) eps + k eps (e^eps - 1)
+
+    We return the smaller of eps' and the basic ``k eps`` (also valid at this delta).
+    :func:`optimal_composition` is never worse.
+
+    Parameters
+    ----------
+    epsilon:
+        Per-mechanism epsilon, > 0.
+    delta:
+        Per-mechanism delta, in [0, 1).
+    count:
+        Number of mechanisms ``k``, an int >= 1.
+    delta_prime:
+        The extra delta the theorem spends, in (0, 1).
+    """
+    owner = "advanced_composition"
+    epsilon = check_positive(epsilon, "epsilon", owner)
+    delta = check_delta(delta, owner)
+    k = check_count(count, "count", owner)
+    delta_prime = check_delta(delta_prime, owner, name="delta_prime", allow_zero=False)
+    total_delta = _total_delta((mul_up(k, delta), delta_prime), owner)
+    spread = math.sqrt(2.0 * k * -math.log(delta_prime)) * epsilon
+    advanced = up(spread + k * epsilon * math.expm1(epsilon), 8)
+    return ApproxDP(min(advanced, mul_up(k, epsilon)), total_delta)
+
+
+def _log_delta_i(i: int, k: int, epsilon: float, log_comb: npt.NDArray[np.float64]) -> float:
+    """log of KOV's ``delta_i`` as a sum of positive terms (no cancellation).
+
+    ``delta_i = sum_{l < i} C(k, l) e^{(k-l) eps} (1 - e^{-2 (i-l) eps}) / (1 + e^eps)^k``.
+    """
+    if i == 0:
+        return -math.inf
+    ell = np.arange(i, dtype=np.float64)
+    log_norm = k * float(np.logaddexp(0.0, epsilon))  # k log(1 + e^eps), stable
+    logs = log_comb[:i] + (k - ell) * epsilon - log_norm
+    logs = logs + np.log(-np.expm1(-2.0 * (i - ell) * epsilon))
+    return float(special.logsumexp(logs))
+
+
+def optimal_composition(
+    epsilon: float, delta: float, count: int, target_delta: float
+) -> ApproxDP | None:
+    """Exact homogeneous composition (Kairouz, Oh & Viswanath 2015, Thm 3.3).
+
+    The ``count``-fold adaptive composition of (``epsilon``, ``delta``)-DP mechanisms is
+    ((k - 2i) eps, 1 - (1 - delta)^k (1 - delta_i))-DP for every ``i`` in 0..k//2, with
+    ``delta_i = sum_{l=0}^{i-1} C(k, l) (e^{(k-l) eps} - e^{(k-2i+l) eps}) / (1 + e^eps)^k``,
+    and this region is exactly the composition's privacy region. We return the smallest
+    ``(k - 2i) eps`` whose delta is at most ``target_delta``, as
+    ``ApproxDP(epsilon_total, target_delta)``, or ``None`` when even ``i = 0`` fails
+    (``target_delta < 1 - (1 - delta)^k``: no epsilon works).
+
+    ``delta_i`` is non-decreasing in ``i`` (it is the privacy profile of k-fold
+    randomized response at a decreasing epsilon), so ``i`` is found by bisection; each
+    ``delta_i`` is a log-sum-exp of positive terms, so ``count`` of 10**6 is fine. The
+    floating-point error of exponents of size ``M ~ k (eps + log(1 + e^eps)) + log k!``
+    is covered by inflating each delta by a relative ``1e-14 M`` before comparing.
+
+    Parameters
+    ----------
+    epsilon:
+        Per-mechanism epsilon, > 0.
+    delta:
+        Per-mechanism delta, in [0, 1).
+    count:
+        Number of mechanisms ``k``, an int >= 1.
+    target_delta:
+        The overall delta wanted, in [0, 1).
+    """
+    owner = "optimal_composition"
+    epsilon = check_positive(epsilon, "epsilon", owner)
+    delta = check_delta(delta, owner)
+    k = check_count(count, "count", owner)
+    target_delta = check_delta(target_delta, owner, name="target_delta")
+
+    log_keep = k * math.log1p(-delta)  # log (1 - delta)^k
+    magnitude = k * (epsilon + float(np.logaddexp(0.0, epsilon))) + math.lgamma(k + 1.0)
+    rel = 1e-14 * (magnitude + 1.0) + 1e-13
+
+    def total_delta(log_delta_i: float) -> float:
+        # 1 - (1 - delta)^k (1 - delta_i), with delta_i inflated for rounding.
+        delta_i = inflate(math.exp(log_delta_i), rel) if log_delta_i > -math.inf else 0.0
+        if delta_i >= 1.0:
+            return 1.0
+        return inflate(-math.expm1(log_keep + math.log1p(-delta_i)), rel)
+
+    if total_delta(-math.inf) > target_delta:
+        return None
+    half = k // 2
+    ell = np.arange(half + 1, dtype=np.float64)
+    log_comb = (
+        special.gammaln(k + 1.0) - special.gammaln(ell + 1.0) - special.gammaln(k - ell + 1.0)
+    )
+    lo, hi = 0, half  # invariant: i = lo satisfies the target
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if total_delta(_log_delta_i(mid, k, epsilon, log_comb)) <= target_delta:
+            lo = mid
+        else:
+            hi = mid - 1
+    return ApproxDP(mul_up(k - 2 * lo, epsilon), target_delta)
+
+
+def compose_pure_via_zcdp(epsilons: Iterable[float], delta: float) -> ApproxDP:
+    """(eps, ``delta``)-DP of adaptively composed ``epsilons``-DP mechanisms, via zCDP.
+
+    Each eps_j-DP mechanism is ``eps_j tanh(eps_j / 2)``-zCDP (Steinke 2024, Thm 5); the
+    rhos add and the total is converted once with the optimal conversion of Canonne,
+    Kamath & Steinke 2020 (Cor. 13). The result is never larger than the textbook
+    ``(1/2) sum eps_j^2 + sqrt(2 log(1/delta) sum eps_j^2)`` (Bun & Steinke 2016) nor
+    than basic composition ``sum eps_j``: we return the smallest of the three.
+
+    Parameters
+    ----------
+    epsilons:
+        The mechanisms' epsilons, a non-empty sequence of floats > 0.
+    delta:
+        Target delta in (0, 1).
+    """
+    owner = "compose_pure_via_zcdp"
+    try:
+        raw = list(epsilons)
+    except TypeError:
+        raise InvalidParameter.for_parameter(
+            "epsilons", owner, "a non-empty sequence of floats in (0, inf)", epsilons
+        ) from None
+    if not raw:
+        raise InvalidParameter.for_parameter(
+            "epsilons", owner, "a non-empty sequence of floats in (0, inf)", epsilons
+        )
+    eps = [check_positive(e, "epsilons", owner) for e in raw]
+    delta = check_delta(delta, owner, allow_zero=False)
+    rho = sum_up(pure_to_zcdp_rho(e) for e in eps)
+    half_square_sum = fraction_up(sum((Fraction(e) ** 2 for e in eps), Fraction(0)) / 2)
+    textbook = zcdp_epsilon_simple(half_square_sum, delta)
+    best = min(zcdp_epsilon(rho, delta), textbook, sum_up(eps))
+    return ApproxDP(best, delta)

@@ -1,0 +1,1 @@
+"""The ``dpkit`` command line (Typer + Rich)."""

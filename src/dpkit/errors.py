@@ -1,0 +1,104 @@
+"""Exceptions and warnings raised by dpkit.
+
+Every error dpkit raises on purpose derives from :class:`DPError`, so callers can
+catch the whole family at once. Messages say what was wrong, the value received and
+what would be valid; they never contain private data (rows, data-derived bounds).
+
+The hierarchy::
+
+    DPError(Exception)
+    ├─ InvalidParameter(DPError, ValueError)
+    ├─ BudgetExceeded(DPError)
+    ├─ DataError(DPError)
+    ├─ EngineError(DPError)
+    ├─ UnsupportedEvent(DPError, TypeError)
+    └─ InternalError(DPError, AssertionError)
+    DPWarning(UserWarning)
+    ├─ InsecureRandomWarning
+    └─ WeakGuaranteeWarning
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BudgetExceeded",
+    "DPError",
+    "DPWarning",
+    "DataError",
+    "EngineError",
+    "InsecureRandomWarning",
+    "InternalError",
+    "InvalidParameter",
+    "UnsupportedEvent",
+    "WeakGuaranteeWarning",
+]
+
+
+class DPError(Exception):
+    """Root of every error dpkit raises deliberately."""
+
+
+class InvalidParameter(DPError, ValueError):
+    """A parameter (epsilon, delta, sensitivity, bounds, ...) is out of its valid range.
+
+    Use :meth:`for_parameter` for the standard message::
+
+        The 'epsilon' parameter of Laplace.calibrate must be a float in (0, inf).
+        Got -1.0 instead.
+    """
+
+    @classmethod
+    def for_parameter(cls, name: str, owner: str, expected: str, got: object) -> InvalidParameter:
+        """Build the standard message for parameter ``name`` of ``owner``."""
+        return cls(f"The {name!r} parameter of {owner} must be {expected}. Got {got!r} instead.")
+
+
+class BudgetExceeded(DPError):
+    """A spend would exceed the remaining privacy budget; nothing was spent.
+
+    Attributes
+    ----------
+    requested, remaining:
+        Descriptions of the requested spend and of what remains (guarantee values
+        or numbers), kept for programmatic handling.
+    """
+
+    def __init__(self, message: str, *, requested: object = None, remaining: object = None):
+        super().__init__(message)
+        self.requested = requested
+        self.remaining = remaining
+
+
+class DataError(DPError):
+    """Data cannot be used as declared (wrong type, empty, missing column, ...)."""
+
+
+class EngineError(DPError):
+    """A query engine (DuckDB, Spark) failed; the original error is chained."""
+
+
+class UnsupportedEvent(DPError, TypeError):
+    """An accountant cannot analyse an event; the message names the sub-event."""
+
+
+class InternalError(DPError, AssertionError):
+    """An internal invariant broke. This is a bug in dpkit; please report it."""
+
+    def __init__(self, message: str):
+        super().__init__(f"{message} This is a bug in dpkit; please report it.")
+
+
+class DPWarning(UserWarning):
+    """Root of dpkit's warnings."""
+
+
+class InsecureRandomWarning(DPWarning):
+    """A seeded (reproducible, hence predictable) random generator is in use.
+
+    Seeded generators are for tests and reproducible research; a release drawn with
+    one is not private against anyone who knows or can guess the seed.
+    """
+
+
+class WeakGuaranteeWarning(DPWarning):
+    """The requested guarantee is valid but weak (for example epsilon > 10)."""

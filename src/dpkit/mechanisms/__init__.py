@@ -1,0 +1,36 @@
+"""Calibrated additive-noise and local mechanisms.
+
+Each mechanism is a class built from public parameters (``Laplace(scale=...)`` or
+``Laplace.calibrate(epsilon=...)``) with ``.event``, ``.guarantee`` and
+``.release(value, *, rng=None) -> Release``, plus a one-call function wrapper
+(``dp.laplace(value, epsilon=...)``).
+"""
+
+from dpkit.mechanisms._base import ErrorBound, Mechanism, Release
+from dpkit.mechanisms.gaussian import DiscreteGaussian, Gaussian, discrete_gaussian, gaussian
+from dpkit.mechanisms.laplace import DiscreteLaplace, Laplace, discrete_laplace, laplace
+from dpkit.mechanisms.randomized_response import RandomizedResponse, randomized_response
+from dpkit.mechanisms.truncated_laplace import (
+    TruncatedLaplace,
+    truncated_laplace,
+    truncated_laplace_delta,
+)
+
+__all__ = [
+    "DiscreteGaussian",
+    "DiscreteLaplace",
+    "ErrorBound",
+    "Gaussian",
+    "Laplace",
+    "Mechanism",
+    "RandomizedResponse",
+    "Release",
+    "TruncatedLaplace",
+    "discrete_gaussian",
+    "discrete_laplace",
+    "gaussian",
+    "laplace",
+    "randomized_response",
+    "truncated_laplace",
+    "truncated_laplace_delta",
+]

@@ -1,0 +1,157 @@
+"""The shapes every mechanism shares: :class:`Release`, :class:`ErrorBound`, :class:`Mechanism`.
+
+A mechanism is an object built from public parameters (never from data), that knows
+the privacy :attr:`~Mechanism.event` it runs and the :attr:`~Mechanism.guarantee` it
+gives, and releases a value with :meth:`~Mechanism.release`. Public methods validate,
+then call the private hooks ``_check_value`` and ``_sample`` (SciPy's template
+pattern), so a new mechanism writes only its hooks.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import numpy as np
+
+from dpkit import _validation as check
+from dpkit.accounting.events import Event
+from dpkit.accounting.guarantees import ZCDP, ApproxDP, PureDP
+from dpkit.random import Random, RandomLike, as_random
+
+__all__ = ["ErrorBound", "Guarantee", "Mechanism", "Release"]
+
+Guarantee = PureDP | ApproxDP | ZCDP
+ValueT = TypeVar("ValueT")
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorBound:
+    """How far a released value may be from the exact (noiseless) answer.
+
+    For every coordinate, ``|released - exact| <= half_width`` with probability at
+    least ``confidence`` over the mechanism's randomness; ``standard_deviation`` is
+    that of the added noise. Both are computed from public parameters only.
+    """
+
+    standard_deviation: float
+    half_width: float
+    confidence: float
+
+    def interval(self, value: Any) -> tuple[Any, Any]:
+        """The confidence interval ``(value - half_width, value + half_width)`` around a release."""
+        return value - self.half_width, value + self.half_width
+
+
+@dataclass(frozen=True, slots=True)
+class Release(Generic[ValueT]):
+    """A released value with its accuracy and its privacy cost.
+
+    Attributes
+    ----------
+    value:
+        The private output.
+    error:
+        Its :class:`ErrorBound`, or None when no additive error applies (selection,
+        randomized response).
+    event:
+        What ran, for an accountant.
+    guarantee:
+        The privacy guarantee of this release alone.
+    mechanism:
+        The mechanism's class name.
+    secure:
+        False when drawn from a seeded (predictable) generator: not a real release.
+    """
+
+    value: ValueT
+    error: ErrorBound | None
+    event: Event
+    guarantee: Guarantee
+    mechanism: str
+    secure: bool
+
+
+class Mechanism(ABC):
+    """Base class: validate in ``__init__``, describe with ``event``/``guarantee``, ``release``."""
+
+    @property
+    @abstractmethod
+    def event(self) -> Event:
+        """The privacy event this mechanism runs (for accountants)."""
+
+    @property
+    @abstractmethod
+    def guarantee(self) -> Guarantee:
+        """The privacy guarantee of one release."""
+
+    def error(self, confidence: float = 0.95) -> ErrorBound | None:
+        """The accuracy of one release at the given confidence (None if not additive)."""
+        confidence = check.check_probability(
+            confidence, "confidence", f"{type(self).__name__}.error", open_low=True, open_high=True
+        )
+        return self._error(confidence)
+
+    def release(
+        self, value: Any, *, confidence: float = 0.95, rng: RandomLike | None = None
+    ) -> Release[Any]:
+        """Release ``value`` privately.
+
+        Parameters
+        ----------
+        value:
+            The exact answer of the query (scalar or array), whose sensitivity the
+            mechanism was built with.
+        confidence:
+            Confidence level of the reported :class:`ErrorBound`.
+        rng:
+            Random source (see :func:`dpkit.random.as_random`).
+        """
+        error = self.error(confidence)
+        data = self._check_value(value)
+        random = as_random(rng)
+        output = self._sample(data, random)
+        if isinstance(output, np.generic) or (isinstance(output, np.ndarray) and output.ndim == 0):
+            output = output.item()  # scalars come back as Python numbers
+        return Release(
+            value=output,
+            error=error,
+            event=self.event,
+            guarantee=self.guarantee,
+            mechanism=type(self).__name__,
+            secure=random.secure,
+        )
+
+    def _error(self, confidence: float) -> ErrorBound | None:
+        return None
+
+    @abstractmethod
+    def _check_value(self, value: Any) -> Any:
+        """Validate and convert the query answer; raise DataError on bad input."""
+
+    @abstractmethod
+    def _sample(self, value: Any, rng: Random) -> Any:
+        """Draw the private output for a validated value."""
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._repr_fields())
+        return f"{type(self).__name__}({fields})"
+
+    def _repr_fields(self) -> tuple[str, ...]:
+        return ()
+
+
+def round_up(x: float, steps: int = 1) -> float:
+    """``x`` moved up by ``steps`` floats: a float result >= the exact real it rounds."""
+    for _ in range(steps):
+        x = math.nextafter(x, math.inf)
+    return x
+
+
+def round_down(x: float, steps: int = 1) -> float:
+    """``x`` moved down by ``steps`` floats (towards -inf)."""
+    for _ in range(steps):
+        x = math.nextafter(x, -math.inf)
+    return x

@@ -1,0 +1,401 @@
+"""Vectorised exact samplers: discrete Laplace, discrete Gaussian, Bernoulli(exp(-x)),
+and continuous Laplace, Gaussian and truncated Laplace rounded exactly to a grid.
+
+All samplers draw through :mod:`dpkit.noise._certified` (inversion on lazily refined
+uniforms), so every output follows the stated distribution exactly. They stream in
+chunks of ``CHUNK`` draws, so peak memory is the output array plus a few chunk-sized
+temporaries.
+
+Exactly rounded continuous noise
+--------------------------------
+``rounded_*`` functions return ``K = floor(f + 1/2 + X)`` for a noise variable ``X``
+(in grid units) and an offset ``f`` in [0, 1). A mechanism writes its input as
+``x / g = n + f`` (``n`` an integer, ``g`` a power of two) and releases
+``g * (n + K) = g * round(x / g + X)``: the exact real number ``x + g X`` rounded to
+the grid. That is post-processing of the ideal real-valued mechanism, so it keeps
+the ideal guarantee (Laplace: epsilon = sensitivity / scale; Gaussian: the exact
+Gaussian privacy profile), and the released float depends on the input only through
+that rounded real number -- which is what defeats Mironov's (2012) attack on
+``x + rng.laplace(b)``.
+"""
+
+from __future__ import annotations
+
+import decimal
+import functools
+import math
+from collections.abc import Callable
+from decimal import Decimal
+from typing import TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from dpkit.noise._certified import (
+    FLOAT_MARGIN,
+    decide_floor,
+    decide_sign,
+    floor_decision,
+    refine,
+    sign_decision,
+    uniform_prefix,
+)
+from dpkit.random import Random
+
+CHUNK = 1 << 16
+
+F = TypeVar("F", bound=Callable[..., object])
+
+
+def _quiet(function: F) -> F:
+    """Silence NumPy's inf/nan warnings: the filters mark non-finite values undecided."""
+
+    @functools.wraps(function)
+    def wrapper(*args: object, **kwargs: object) -> object:
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            return function(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+
+
+def _prefix_int(k: float) -> int:
+    return int(k)
+
+
+def _neg_log(a: FloatArray) -> FloatArray:
+    with np.errstate(divide="ignore"):
+        result: FloatArray = -np.log(a)
+    return result
+
+
+def _width(scale: float, k: FloatArray) -> FloatArray:
+    # -ln U over U in [a, a + 2^-53) spans at most ln(1 + 1/k) <= 1/k.
+    with np.errstate(divide="ignore"):
+        result: FloatArray = scale / k
+    return result
+
+
+# --------------------------------------------------------------------------- Bernoulli
+
+
+def _bernoulli_exp_exact(prefix: int, gamma: float, rng: Random) -> bool:
+    exact_gamma = Decimal(gamma)
+
+    def evaluate(u: Decimal) -> tuple[Decimal, Decimal]:
+        return -u.ln() - exact_gamma, -u.ln() + exact_gamma
+
+    return refine(prefix, evaluate, decide_sign, rng)
+
+
+@_quiet
+def bernoulli_exp(gamma: FloatArray, rng: Random) -> BoolArray:
+    """Exact Bernoulli(exp(-gamma)) for each (exact, float) ``gamma >= 0``: ``U < e^-gamma``."""
+    gamma = np.ascontiguousarray(gamma, dtype=np.float64)
+    out = np.empty(gamma.shape, dtype=np.bool_)
+    flat_gamma, flat_out = gamma.reshape(-1), out.reshape(-1)
+    for start in range(0, flat_gamma.size, CHUNK):
+        g = flat_gamma[start : start + CHUNK]
+        k, a = uniform_prefix(rng.uint64(g.size))
+        neg_log_u = _neg_log(a)  # decide sign of (-ln U - gamma)
+        margin = FLOAT_MARGIN * (neg_log_u + g)
+        value = neg_log_u - g
+        positive, decided = sign_decision(value - _width(1.0, k) - margin, value + margin)
+        for i in np.flatnonzero(~decided):
+            positive[i] = _bernoulli_exp_exact(_prefix_int(k[i]), float(g[i]), rng)
+        flat_out[start : start + g.size] = positive
+    return out
+
+
+# --------------------------------------------------------------------- discrete Laplace
+
+
+def _dlap_offset(scale: float) -> float:
+    # c = ln(2 / (1 + e^(-1/t))): P(|Z| >= m) = e^{-m/t} * 2/(1 + e^{-1/t}) for m >= 1.
+    return math.log(2.0) - math.log1p(math.exp(-1.0 / scale))
+
+
+def _dlap_magnitude_exact(prefix: int, scale: float, rng: Random) -> int:
+    t = Decimal(scale)
+
+    def evaluate(u: Decimal) -> tuple[Decimal, Decimal]:
+        c = Decimal(2).ln() - (1 + (-1 / t).exp()).ln()
+        value = t * (c - u.ln())
+        return value, abs(value) + t
+
+    def decide(low: Decimal, high: Decimal) -> int | None:
+        return 0 if high < 1 else decide_floor(low, high)
+
+    return max(0, refine(prefix, evaluate, decide, rng))
+
+
+@_quiet
+def discrete_laplace_chunk(scale: float, n: int, rng: Random) -> IntArray:
+    """``n`` draws with P(z) proportional to exp(-|z| / scale) on the integers.
+
+    Inversion of the magnitude: ``|Z| = max(0, floor(t (c - ln U)))`` with
+    ``c = ln(2 / (1 + e^{-1/t}))``, and an independent fair sign.
+    """
+    words = rng.uint64(n)
+    k, a = uniform_prefix(words)
+    negative = (words & np.uint64(1)).astype(np.bool_)
+    c = _dlap_offset(scale)
+    x = scale * (c + _neg_log(a))
+    margin = FLOAT_MARGIN * x
+    magnitude, decided = floor_decision(x - _width(scale, k) - margin, x + margin)
+    small = (x + margin) < 1
+    magnitude[small] = 0
+    decided |= small
+    np.maximum(magnitude, 0, out=magnitude)
+    for i in np.flatnonzero(~decided):
+        magnitude[i] = _dlap_magnitude_exact(_prefix_int(k[i]), scale, rng)
+    return np.where(negative, -magnitude, magnitude)
+
+
+def discrete_laplace(scale: float, size: int, rng: Random) -> IntArray:
+    """Exact discrete Laplace draws (see :func:`discrete_laplace_chunk`), streamed."""
+    out = np.empty(size, dtype=np.int64)
+    for start in range(0, size, CHUNK):
+        stop = min(start + CHUNK, size)
+        out[start:stop] = discrete_laplace_chunk(scale, stop - start, rng)
+    return out
+
+
+# -------------------------------------------------------------------- discrete Gaussian
+
+
+def _dgauss_accept_exact(prefix: int, y: int, sigma: float, t: int, rng: Random) -> bool:
+    s = Decimal(sigma)
+    shift = abs(Decimal(y)) - s * s / t
+
+    def evaluate(u: Decimal) -> tuple[Decimal, Decimal]:
+        z = shift * shift / (2 * s * s)
+        return -u.ln() - z, -u.ln() + z + abs(Decimal(y)) + s
+
+    return refine(prefix, evaluate, decide_sign, rng)
+
+
+@_quiet
+def discrete_gaussian(sigma: float, size: int, rng: Random) -> IntArray:
+    """Exact draws with P(z) proportional to exp(-z^2 / (2 sigma^2)) on the integers.
+
+    Canonne, Kamath & Steinke 2020, Algorithm 3: propose ``Y`` from the discrete
+    Laplace with ``t = floor(sigma) + 1`` and accept with probability
+    ``exp(-(|Y| - sigma^2/t)^2 / (2 sigma^2))``; both steps exact.
+    """
+    t = math.floor(sigma) + 1
+    variance = sigma * sigma
+    out = np.empty(size, dtype=np.int64)
+    filled = 0
+    acceptance = 0.5  # refined from the first batch; only affects batch sizes
+    while filled < size:
+        want = size - filled
+        n = min(CHUNK, max(64, int(want / acceptance * 1.1) + 16))
+        y = discrete_laplace_chunk(float(t), n, rng)
+        k, a = uniform_prefix(rng.uint64(n))
+        neg_log_u = _neg_log(a)
+        abs_y = np.abs(y).astype(np.float64)
+        z = (abs_y - variance / t) ** 2 / (2 * variance)
+        margin = FLOAT_MARGIN * (neg_log_u + (abs_y + variance / t) ** 2 / (2 * variance) + 1)
+        value = neg_log_u - z
+        accept, decided = sign_decision(value - _width(1.0, k) - margin, value + margin)
+        for i in np.flatnonzero(~decided):
+            accept[i] = _dgauss_accept_exact(_prefix_int(k[i]), int(y[i]), sigma, t, rng)
+        accepted = y[accept]
+        acceptance = max(0.05, accepted.size / n)
+        take = min(accepted.size, want)
+        out[filled : filled + take] = accepted[:take]
+        filled += take
+    return out
+
+
+# ------------------------------------------------------- exactly rounded continuous noise
+
+
+@_quiet
+def split_on_grid(x: FloatArray, granularity: float) -> tuple[FloatArray, FloatArray]:
+    """``x / g = n + f`` with ``n`` integral and ``f`` in [0, 1), both exact floats.
+
+    ``x / g`` is exact (``g`` is a power of two); it is clipped to +-2^1000 first, a
+    contraction that cannot increase sensitivity and keeps every later step finite.
+    """
+    with np.errstate(over="ignore"):
+        scaled = np.clip(x / granularity, -(2.0**1000), 2.0**1000)
+    whole = np.floor(scaled)
+    return whole, scaled - whole  # exact: Sterbenz lemma
+
+
+def _round_laplace_exact(prefix: int, fraction: float, sign: int, scale: float, rng: Random) -> int:
+    t, f = Decimal(scale), Decimal(fraction)
+
+    def evaluate(u: Decimal) -> tuple[Decimal, Decimal]:
+        e = -t * u.ln()
+        return f + Decimal("0.5") + sign * e, f + 1 + e
+
+    return refine(prefix, evaluate, decide_floor, rng)
+
+
+@_quiet
+def rounded_laplace(fraction: FloatArray, scale: float, rng: Random) -> IntArray:
+    """``floor(f + 1/2 + X)`` for ``X ~ Laplace(0, scale)``, exactly, for each offset ``f``."""
+    n = fraction.size
+    words = rng.uint64(n)
+    k, a = uniform_prefix(words)
+    sign = np.where((words & np.uint64(1)).astype(np.bool_), -1.0, 1.0)
+    e = scale * _neg_log(a)  # Exponential(scale) = |X|
+    value = fraction + 0.5 + sign * e
+    margin = FLOAT_MARGIN * (fraction + 1.0 + e)
+    width = _width(scale, k)
+    low = value - margin - np.where(sign > 0, width, 0.0)
+    high = value + margin + np.where(sign < 0, width, 0.0)
+    result, decided = floor_decision(low, high)
+    for i in np.flatnonzero(~decided):
+        result[i] = _round_laplace_exact(
+            _prefix_int(k[i]), float(fraction[i]), int(sign[i]), scale, rng
+        )
+    return result
+
+
+def _truncation_constants(scale: float, bound: float) -> tuple[float, float]:
+    r = math.exp(-bound / scale)
+    return r, -math.expm1(-bound / scale)
+
+
+def _round_truncated_exact(
+    prefix: int, fraction: float, sign: int, scale: float, bound: float, rng: Random
+) -> int:
+    t, f, big_a = Decimal(scale), Decimal(fraction), Decimal(bound)
+
+    def evaluate(u: Decimal) -> tuple[Decimal, Decimal]:
+        r = (-big_a / t).exp()
+        e = -t * (r + u * (1 - r)).ln()
+        return f + Decimal("0.5") + sign * e, f + 1 + e + t
+
+    return refine(prefix, evaluate, decide_floor, rng)
+
+
+@_quiet
+def rounded_truncated_laplace(
+    fraction: FloatArray, scale: float, bound: float, rng: Random
+) -> IntArray:
+    """``floor(f + 1/2 + X)`` for ``X`` Laplace(0, scale) conditioned on ``|X| <= bound``.
+
+    ``|X| = -scale * ln(r + U (1 - r))`` with ``r = e^{-bound/scale}`` (inversion of
+    the exponential truncated to [0, bound]).
+    """
+    n = fraction.size
+    words = rng.uint64(n)
+    k, a = uniform_prefix(words)
+    sign = np.where((words & np.uint64(1)).astype(np.bool_), -1.0, 1.0)
+    r, one_minus_r = _truncation_constants(scale, bound)
+    v_low = r + a * one_minus_r
+    e = scale * _neg_log(v_low)
+    value = fraction + 0.5 + sign * e
+    margin = FLOAT_MARGIN * (fraction + 1.0 + e + scale)
+    # ln V moves by at most (1 - r) 2^-53 / V over the prefix interval.
+    width = scale * one_minus_r * 2.0**-53 / v_low
+    low = value - margin - np.where(sign > 0, width, 0.0)
+    high = value + margin + np.where(sign < 0, width, 0.0)
+    result, decided = floor_decision(low, high)
+    for i in np.flatnonzero(~decided):
+        result[i] = _round_truncated_exact(
+            _prefix_int(k[i]), float(fraction[i]), int(sign[i]), scale, bound, rng
+        )
+    return result
+
+
+def _round_gaussian_exact(
+    prefixes: tuple[int, int], fraction: float, sign: int, sigma: float, rng: Random
+) -> int | None:
+    """Scalar fallback of :func:`rounded_gaussian`: refine both uniforms of one attempt.
+
+    Returns the rounded value, or None when the attempt is rejected.
+    """
+    s, f = Decimal(sigma), Decimal(fraction)
+    (n1, n2), bits, precision = prefixes, 53, 50
+    for _ in range(200):
+        n1 = (n1 << 64) | rng.getrandbits(64)
+        n2 = (n2 << 64) | rng.getrandbits(64)
+        bits, precision = bits + 64, precision + 25
+        with decimal.localcontext() as ctx:
+            ctx.prec = precision
+            ctx.traps[decimal.DivisionByZero] = False
+            ctx.traps[decimal.InvalidOperation] = False
+            d = Decimal(2) ** bits
+            ctx.rounding = decimal.ROUND_FLOOR
+            u1_low, u2_low = Decimal(n1) / d, Decimal(n2) / d
+            ctx.rounding = decimal.ROUND_CEILING
+            u1_high, u2_high = Decimal(n1 + 1) / d, Decimal(n2 + 1) / d
+            ctx.rounding = decimal.ROUND_HALF_EVEN
+            l1_low, l1_high = -u1_high.ln(), -u1_low.ln()  # L = -ln U is decreasing in U
+            l2_low, l2_high = -u2_high.ln(), -u2_low.ln()
+            if not (l1_high.is_finite() and l2_high.is_finite()):
+                continue
+            pad = (l1_high + l2_high + s + f + 2) * Decimal(10) ** (6 - precision)
+            q_ends = ((l1_low - 1) ** 2 / 2, (l1_high - 1) ** 2 / 2)
+            q_min = Decimal(0) if l1_low <= 1 <= l1_high else min(q_ends)
+            q_max = max(q_ends)
+            if l2_high + pad < q_min:
+                return None
+            if l2_low - pad <= q_max:
+                continue
+            ends = [f + Decimal("0.5") + sign * s * bound for bound in (l1_low, l1_high)]
+            decided = decide_floor(min(ends) - pad, max(ends) + pad)
+        if decided is not None:
+            return decided
+    raise AssertionError("unreachable with probability 1")  # pragma: no cover
+
+
+@_quiet
+def rounded_gaussian(fraction: FloatArray, sigma: float, rng: Random) -> IntArray:
+    """``floor(f + 1/2 + X)`` for ``X ~ N(0, sigma^2)``, exactly, for each offset ``f``.
+
+    Continuous analogue of CKS20 Algorithm 3: propose ``X = S sigma L`` with
+    ``L = -ln U1`` (a Laplace of scale sigma) and accept when
+    ``-ln U2 > (L - 1)^2 / 2``, i.e. with probability
+    ``exp(-(|X| - sigma)^2 / (2 sigma^2))``; the accepted ``X`` is exactly
+    N(0, sigma^2) (acceptance rate sqrt(pi / (2e)) ~ 0.76).
+    """
+    size = fraction.size
+    out = np.empty(size, dtype=np.int64)
+    pending = np.arange(size)
+    while pending.size:
+        f = fraction[pending]
+        n = f.size
+        words = rng.uint64(n)
+        k1, a1 = uniform_prefix(words)
+        k2, a2 = uniform_prefix(rng.uint64(n))
+        sign = np.where((words & np.uint64(1)).astype(np.bool_), -1.0, 1.0)
+        l1_high = _neg_log(a1)
+        l1_low = l1_high - _width(1.0, k1)
+        l1_margin = FLOAT_MARGIN * (l1_high + 1.0)
+        l1_low, l1_high = l1_low - l1_margin, l1_high + l1_margin
+        l2_high = _neg_log(a2)
+        l2_low = l2_high - _width(1.0, k2)
+        q_low_end, q_high_end = (l1_low - 1) ** 2 / 2, (l1_high - 1) ** 2 / 2
+        q_min = np.where((l1_low <= 1) & (l1_high >= 1), 0.0, np.minimum(q_low_end, q_high_end))
+        q_max = np.maximum(q_low_end, q_high_end)
+        q_margin = FLOAT_MARGIN * (q_max + l2_high + 1.0)
+        with np.errstate(invalid="ignore"):
+            accept = l2_low - q_margin > q_max
+            reject = l2_high + q_margin < q_min
+        value_low = f + 0.5 + np.where(sign > 0, sigma * l1_low, -sigma * l1_high)
+        value_high = f + 0.5 + np.where(sign > 0, sigma * l1_high, -sigma * l1_low)
+        v_margin = FLOAT_MARGIN * (f + 1.0 + sigma * np.abs(l1_high))
+        rounded, rounded_ok = floor_decision(value_low - v_margin, value_high + v_margin)
+        done = accept & rounded_ok
+        out[pending[done]] = rounded[done]
+        unsure = ~(done | reject)
+        for i in np.flatnonzero(unsure):
+            exact = _round_gaussian_exact(
+                (_prefix_int(k1[i]), _prefix_int(k2[i])), float(f[i]), int(sign[i]), sigma, rng
+            )
+            if exact is not None:
+                out[pending[i]] = exact
+                done[i] = True
+        pending = pending[~done]
+    return out

@@ -1,0 +1,211 @@
+"""Randomness: one source of uniform bits for every sampler in dpkit.
+
+A :class:`Random` is a ChaCha20 key stream (RFC 8439, via the ``cryptography``
+package). The process-wide default is keyed from operating-system entropy and is
+cryptographically secure; it cannot be seeded. A generator built from a seed is
+deterministic -- for tests and reproducible research -- and is flagged insecure:
+building one warns with :class:`~dpkit.errors.InsecureRandomWarning`, and every
+release drawn from it records ``secure=False``.
+
+Samplers take ``rng: RandomLike | None = None`` as their last keyword-only argument
+and normalise it with :func:`as_random`. Nothing in dpkit touches NumPy's or Python's
+global random state.
+
+Examples
+--------
+>>> import warnings, dpkit as dp
+>>> with warnings.catch_warnings():
+...     warnings.simplefilter("ignore", dp.InsecureRandomWarning)
+...     rng = dp.random.as_random(7)
+>>> rng.secure
+False
+>>> a, b = rng.spawn(2)
+>>> bool(a.uint64(4)[0] != b.uint64(4)[0])
+True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import warnings
+from typing import TypeAlias
+
+import numpy as np
+import numpy.typing as npt
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
+
+from dpkit.errors import InsecureRandomWarning, InvalidParameter
+
+__all__ = ["Random", "RandomLike", "as_random", "default_random"]
+
+_KEY_BYTES = 32
+# Bytes of key stream produced per cipher call: large enough to amortise the call,
+# small enough to stay in cache.
+_CHUNK_BYTES = 1 << 20
+_ZEROS = bytes(_CHUNK_BYTES)
+
+
+class Random:
+    """A stream of uniform random bits (ChaCha20 key stream).
+
+    Do not build one directly: use :func:`as_random` (``None`` for the secure default,
+    an int or :class:`numpy.random.SeedSequence` for a seeded, insecure generator)
+    or :meth:`spawn` for independent child streams.
+
+    Parameters
+    ----------
+    key:
+        32 bytes that determine the stream.
+    secure:
+        Whether the key came from operating-system entropy (and is unknown to anyone).
+    """
+
+    __slots__ = ("_cipher", "_key", "_lock", "_pid", "_spawned", "secure")
+
+    def __init__(self, key: bytes, *, secure: bool) -> None:
+        if len(key) != _KEY_BYTES:
+            raise InvalidParameter.for_parameter("key", "Random", "32 bytes", f"{len(key)} bytes")
+        self.secure = secure
+        self._lock = threading.Lock()
+        self._spawned = 0
+        self._rekey(key)
+
+    def _rekey(self, key: bytes) -> None:
+        self._key = key
+        self._pid = os.getpid()
+        # The 16-byte ChaCha20 nonce of `cryptography` is counter || nonce; a fresh key
+        # per stream lets both start at zero.
+        self._cipher = Cipher(algorithms.ChaCha20(key, bytes(16)), mode=None).encryptor()
+
+    def _check_fork(self) -> None:
+        # A forked child must never replay its parent's secure stream.
+        if self.secure and os.getpid() != self._pid:
+            self._rekey(os.urandom(_KEY_BYTES))
+
+    def bytes(self, n: int) -> bytes:
+        """``n`` uniformly random bytes."""
+        with self._lock:
+            self._check_fork()
+            parts = []
+            remaining = n
+            while remaining > 0:
+                take = min(remaining, _CHUNK_BYTES)
+                parts.append(self._cipher.update(_ZEROS[:take]))
+                remaining -= take
+            return b"".join(parts)
+
+    def uint64(self, n: int) -> npt.NDArray[np.uint64]:
+        """``n`` independent uniform 64-bit unsigned integers."""
+        if n < 0:
+            raise InvalidParameter.for_parameter("n", "Random.uint64", "an int >= 0", n)
+        out = np.empty(n, dtype=np.uint64)
+        view = out.view(np.uint8)
+        with self._lock:
+            self._check_fork()
+            for start in range(0, view.size, _CHUNK_BYTES):
+                stop = min(start + _CHUNK_BYTES, view.size)
+                view[start:stop] = np.frombuffer(
+                    self._cipher.update(_ZEROS[: stop - start]), dtype=np.uint8
+                )
+        return out
+
+    def getrandbits(self, k: int) -> int:
+        """A uniform integer in ``[0, 2**k)`` (Python int, any size)."""
+        if k <= 0:
+            return 0
+        raw = int.from_bytes(self.bytes((k + 7) // 8), "little")
+        return raw >> (-k % 8)
+
+    def integers(self, high: int) -> int:
+        """A uniform integer in ``[0, high)`` by rejection (exact for any ``high >= 1``)."""
+        if high < 1:
+            raise InvalidParameter.for_parameter("high", "Random.integers", "an int >= 1", high)
+        bits = (high - 1).bit_length()
+        while True:
+            candidate = self.getrandbits(bits)
+            if candidate < high:
+                return candidate
+
+    def spawn(self, n: int) -> list[Random]:
+        """``n`` new generators whose streams are independent of this one and each other.
+
+        Children of a seeded generator are seeded (reproducible) too. Spawning again
+        gives new children, not the same ones.
+        """
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise InvalidParameter.for_parameter("n", "Random.spawn", "an int >= 0", n)
+        with self._lock:
+            first = self._spawned
+            self._spawned += n
+            key = self._key
+        return [Random(_derive_key(key, b"spawn", first + i), secure=self.secure) for i in range(n)]
+
+    def __repr__(self) -> str:
+        return f"Random(secure={self.secure})"
+
+
+def _derive_key(key: bytes, label: bytes, index: int) -> bytes:
+    # SHA-256 of (key, label, index) as a key-derivation function: children are
+    # computationally independent of each other and of the parent stream.
+    return hashlib.sha256(key + label + index.to_bytes(8, "little")).digest()
+
+
+RandomLike: TypeAlias = "Random | int | np.random.SeedSequence | np.random.Generator"
+
+_default: Random | None = None
+_default_lock = threading.Lock()
+
+
+def default_random() -> Random:
+    """The process-wide secure generator (keyed from ``os.urandom``; cannot be seeded)."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = Random(os.urandom(_KEY_BYTES), secure=True)
+        return _default
+
+
+def as_random(rng: RandomLike | None = None) -> Random:
+    """Normalise anything accepted as ``rng=`` into a :class:`Random`.
+
+    Parameters
+    ----------
+    rng:
+        ``None``: the process-wide secure generator. A :class:`Random`: returned as is.
+        An ``int`` (>= 0), a :class:`numpy.random.SeedSequence` or a
+        :class:`numpy.random.Generator`: a deterministic generator derived from it,
+        flagged insecure (warns :class:`~dpkit.errors.InsecureRandomWarning`).
+
+    Returns
+    -------
+    Random
+    """
+    if rng is None:
+        return default_random()
+    if isinstance(rng, Random):
+        return rng
+    if isinstance(rng, bool):
+        raise InvalidParameter.for_parameter(
+            "rng", "as_random", "None, a dpkit Random, an int >= 0 or a SeedSequence", rng
+        )
+    if isinstance(rng, int | np.integer):
+        if int(rng) < 0:
+            raise InvalidParameter.for_parameter("rng", "as_random", "an int >= 0 (a seed)", rng)
+        material = b"int:" + int(rng).to_bytes((int(rng).bit_length() + 8) // 8, "little")
+    elif isinstance(rng, np.random.SeedSequence):
+        material = b"seedseq:" + rng.generate_state(8, dtype=np.uint32).tobytes()
+    elif isinstance(rng, np.random.Generator):
+        material = b"generator:" + rng.bytes(_KEY_BYTES)
+    else:
+        raise InvalidParameter.for_parameter(
+            "rng", "as_random", "None, a dpkit Random, an int >= 0 or a SeedSequence", rng
+        )
+    warnings.warn(
+        "A seeded random generator is predictable: use it for tests and reproducible "
+        "research only, never for a real release (pass rng=None for the secure default).",
+        InsecureRandomWarning,
+        stacklevel=2,
+    )
+    return Random(hashlib.sha256(b"dpkit-seed/" + material).digest(), secure=False)
