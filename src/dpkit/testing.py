@@ -175,7 +175,7 @@ def check_mechanism(
     first = mechanism.release(copy.deepcopy(value), rng=seeded(seed))
     again = mechanism.release(copy.deepcopy(value), rng=seeded(seed))
     assert isinstance(first, Release), f"{name}.release must return a Release"
-    assert first.event == mechanism.event and first.guarantee == mechanism.guarantee
+    assert first.event == again.event and first.guarantee == mechanism.guarantee
     assert first.mechanism == name and first.secure is False
     assert np.array_equal(np.asarray(first.value), np.asarray(again.value)), (
         f"{name}: the same seed gave different releases"

@@ -155,7 +155,9 @@ def test_approx_composition_reaching_delta_one_raises() -> None:
         pytest.param(RDP((2.0,), (0.5,)), RDP((2.0,), (1.5,)), id="rdp"),
     ],
 )
-def test_integer_multiplication_is_repeated_composition(guarantee: object, expected: object) -> None:
+def test_integer_multiplication_is_repeated_composition(
+    guarantee: object, expected: object
+) -> None:
     assert 3 * guarantee == expected  # type: ignore[operator]
     assert guarantee * 3 == expected  # type: ignore[operator]
     assert guarantee + guarantee + guarantee == 3 * guarantee  # type: ignore[operator]
@@ -163,8 +165,12 @@ def test_integer_multiplication_is_repeated_composition(guarantee: object, expec
 
 @pytest.mark.parametrize(
     "factor",
-    [pytest.param(0, id="zero"), pytest.param(-2, id="negative"), pytest.param(2.0, id="float"),
-     pytest.param(True, id="bool")],
+    [
+        pytest.param(0, id="zero"),
+        pytest.param(-2, id="negative"),
+        pytest.param(2.0, id="float"),
+        pytest.param(True, id="bool"),
+    ],
 )
 def test_bad_multipliers_raise(factor: object) -> None:
     with pytest.raises(InvalidParameter):

@@ -118,7 +118,7 @@ class Mechanism(ABC):
         return Release(
             value=output,
             error=error,
-            event=self.event,
+            event=self._event_for(data),
             guarantee=self.guarantee,
             mechanism=type(self).__name__,
             secure=random.secure,
@@ -126,6 +126,11 @@ class Mechanism(ABC):
 
     def _error(self, confidence: float) -> ErrorBound | None:
         return None
+
+    def _event_for(self, value: Any) -> Event:
+        """The event of one release of ``value``; override when it depends on the
+        value's (public) shape."""
+        return self.event
 
     @abstractmethod
     def _check_value(self, value: Any) -> Any:

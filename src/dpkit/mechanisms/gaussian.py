@@ -199,15 +199,19 @@ class DiscreteGaussian(Mechanism):
                 "sigma", owner, f"a float in (0, {noise.MAX_SCALE:g}]", sigma
             )
         self.sensitivity = check.check_positive(sensitivity, "sensitivity", owner)
+        self._guarantee: ZCDP | ApproxDP = ZCDP(self.rho)
 
     @classmethod
     def calibrate(cls, *, rho: float, sensitivity: float = 1.0) -> DiscreteGaussian:
         """The discrete Gaussian mechanism that is ``rho``-zCDP."""
         sensitivity = check.check_positive(sensitivity, "sensitivity", "DiscreteGaussian.calibrate")
-        sigma, _ = _sigma_for(
+        sigma, target = _sigma_for(
             "DiscreteGaussian.calibrate", None, None, rho, sensitivity, "analytic"
         )
-        return cls(sigma=sigma, sensitivity=sensitivity)
+        mechanism = cls(sigma=sigma, sensitivity=sensitivity)
+        # sigma >= s / sqrt(2 rho) exactly, so the request is a valid statement.
+        mechanism._guarantee = target
+        return mechanism
 
     @property
     def rho(self) -> float:
@@ -216,11 +220,27 @@ class DiscreteGaussian(Mechanism):
 
     @property
     def event(self) -> Event:
-        return DiscreteGaussianEvent(sigma=self.sigma, sensitivity=self.sensitivity)
+        """The event of a scalar release.
+
+        An integer query moves by an integer, so a 1-D sensitivity ``s`` means a
+        shift of at most ``floor(s)`` (and at least 1 for a non-constant query).
+        """
+        return DiscreteGaussianEvent(
+            sigma=self.sigma, sensitivity=max(1, math.floor(self.sensitivity))
+        )
+
+    def _event_for(self, value: npt.NDArray[np.int64]) -> Event:
+        if value.size <= 1:
+            return self.event
+        # Vectors: the exact 1-D profile does not transfer; the event carries the
+        # dimension and the real L2 sensitivity (zCDP holds in every dimension).
+        return DiscreteGaussianEvent(
+            sigma=self.sigma, sensitivity=self.sensitivity, dimension=value.size
+        )
 
     @property
-    def guarantee(self) -> ZCDP:
-        return ZCDP(self.rho)
+    def guarantee(self) -> ZCDP | ApproxDP:
+        return self._guarantee
 
     def _error(self, confidence: float) -> ErrorBound:
         half_width = math.floor(self.sigma * math.sqrt(2 * math.log(2 / (1 - confidence))))

@@ -39,7 +39,7 @@ from dpkit import noise
 from dpkit.accounting.events import Event, TruncatedLaplaceEvent
 from dpkit.accounting.guarantees import ApproxDP
 from dpkit.errors import InvalidParameter
-from dpkit.mechanisms._base import ErrorBound, Mechanism, Release, round_up
+from dpkit.mechanisms._base import ErrorBound, Mechanism, Release, round_down, round_up
 from dpkit.random import Random, RandomLike
 
 __all__ = ["TruncatedLaplace", "truncated_laplace", "truncated_laplace_delta"]
@@ -58,13 +58,21 @@ def truncated_laplace_delta(*, epsilon: float, bound: float, sensitivity: float 
     epsilon = check.check_positive(epsilon, "epsilon", owner)
     bound = check.check_positive(bound, "bound", owner)
     sensitivity = check.check_positive(sensitivity, "sensitivity", owner)
+    return _delta(epsilon, round_down(bound * epsilon / sensitivity, 2), sensitivity, bound, owner)
+
+
+def _delta(
+    epsilon: float, bound_over_scale: float, sensitivity: float, bound: float, owner: str
+) -> float:
+    """``(e^eps - 1) / (2 (e^{A/lam} - 1))`` with the numerator rounded up and the
+    denominator rounded down (each float operation is within an ulp or two)."""
     if bound <= sensitivity:
         raise InvalidParameter.for_parameter(
             "bound", owner, f"larger than the sensitivity ({sensitivity!r})", bound
         )
-    # expm1 keeps both small differences accurate; round up two ulps for the
-    # rounding of three correctly rounded operations.
-    return round_up(math.expm1(epsilon) / (2 * math.expm1(bound * epsilon / sensitivity)), 3)
+    numerator = round_up(math.expm1(epsilon), 2)
+    denominator = round_down(2 * math.expm1(bound_over_scale), 2)
+    return round_up(numerator / denominator)
 
 
 class TruncatedLaplace(Mechanism):
@@ -115,8 +123,13 @@ class TruncatedLaplace(Mechanism):
                 "scale", owner, f"a float in (0, {noise.MAX_SCALE:g}]", scale
             )
         self.epsilon = round_up(self.sensitivity / self.scale)
-        self.delta = truncated_laplace_delta(
-            epsilon=self.epsilon, bound=self.bound, sensitivity=self.sensitivity
+        # A/lam rounded down: a smaller exponent only overstates delta.
+        self.delta = _delta(
+            self.epsilon,
+            round_down(self.bound / self.scale),
+            self.sensitivity,
+            self.bound,
+            "TruncatedLaplace",
         )
         self.granularity = noise.default_granularity(min(self.scale, self.bound))
 

@@ -196,6 +196,14 @@ def _log_delta(sigma: float, epsilon: float, sens: int) -> float:
     return _log_series_upper(sigma, epsilon, sens, first) - _log_normaliser_lower(sigma)
 
 
+def _delta_upper(sigma: float, epsilon: float, sens: int) -> float:
+    """The conservative delta that :func:`discrete_gaussian_delta` reports."""
+    log_delta = _log_delta(sigma, epsilon, sens)
+    if log_delta == -math.inf:
+        return 0.0
+    return min(1.0, inflate(math.exp(log_delta), _REL_ERR))
+
+
 def discrete_gaussian_delta(sigma: float, epsilon: float, sensitivity: int = 1) -> float:
     """Exact delta at ``epsilon`` >= 0 of the 1-D discrete Gaussian mechanism ([CKS20] Thm 7).
 
@@ -218,10 +226,7 @@ def discrete_gaussian_delta(sigma: float, epsilon: float, sensitivity: int = 1) 
     sigma = check_positive(sigma, "sigma", owner)
     epsilon = check_nonnegative(epsilon, "epsilon", owner)
     sens = check_count(sensitivity, "sensitivity", owner)
-    log_delta = _log_delta(sigma, epsilon, sens)
-    if log_delta == -math.inf:
-        return 0.0
-    return min(1.0, inflate(math.exp(log_delta), _REL_ERR))
+    return _delta_upper(sigma, epsilon, sens)
 
 
 def discrete_gaussian_epsilon(sigma: float, delta: float, sensitivity: int = 1) -> float:
@@ -248,13 +253,16 @@ def discrete_gaussian_epsilon(sigma: float, delta: float, sensitivity: int = 1) 
     target = math.log(delta)
     margin = math.log1p(_REL_ERR)
 
-    def excess(eps: float) -> float:
+    def excess(eps: float) -> float:  # smooth, for the root finder
         return _log_delta(sigma, eps, sens) + margin - target
 
-    if excess(0.0) <= 0.0:
+    def reported_excess(eps: float) -> float:  # what discrete_gaussian_delta reports
+        return _delta_upper(sigma, eps, sens) - delta
+
+    if reported_excess(0.0) <= 0.0:
         return 0.0
     lo, hi = 0.0, 1.0
-    while excess(hi) > 0.0:
+    while excess(hi) > 0.0 or reported_excess(hi) > 0.0:
         lo, hi = hi, 2.0 * hi
     root = float(optimize.brentq(excess, lo, hi, xtol=1e-14, rtol=1e-15))
-    return settle_up(excess, root, hi)
+    return settle_up(reported_excess, root, hi)

@@ -71,6 +71,14 @@ def _log_delta(s: float, epsilon: float) -> float:
     return log_a + math.log1p(-math.exp(diff))
 
 
+def _delta_upper(s: float, epsilon: float) -> float:
+    """The conservative delta that :func:`gaussian_delta` reports, for ``s = sigma / D``."""
+    log_delta = _log_delta(s, epsilon)
+    if log_delta == -math.inf:
+        return 0.0
+    return min(1.0, inflate(math.exp(log_delta), _REL_ERR))
+
+
 def gaussian_delta(sigma: float, epsilon: float, sensitivity: float = 1.0) -> float:
     """Exact delta at ``epsilon`` >= 0 of the Gaussian mechanism (Balle & Wang 2018, eq. 6).
 
@@ -93,10 +101,7 @@ def gaussian_delta(sigma: float, epsilon: float, sensitivity: float = 1.0) -> fl
     sigma = check_positive(sigma, "sigma", owner)
     epsilon = check_nonnegative(epsilon, "epsilon", owner)
     sensitivity = check_positive(sensitivity, "sensitivity", owner)
-    log_delta = _log_delta(sigma / sensitivity, epsilon)
-    if log_delta == -math.inf:
-        return 0.0
-    return min(1.0, inflate(math.exp(log_delta), _REL_ERR))
+    return _delta_upper(sigma / sensitivity, epsilon)
 
 
 def gaussian_epsilon(sigma: float, delta: float, sensitivity: float = 1.0) -> float:
@@ -104,7 +109,7 @@ def gaussian_epsilon(sigma: float, delta: float, sensitivity: float = 1.0) -> fl
 
     Inverts the exact profile of Balle & Wang 2018 (eq. 6), which decreases in epsilon:
     Brent's method on ``log delta(eps) - log delta``, then the answer is moved up until
-    ``delta(eps) <= delta`` holds with the conservative evaluation, and nudged up two ulps.
+    :func:`gaussian_delta` at it is at most ``delta``, and nudged up two ulps.
 
     Parameters
     ----------
@@ -123,16 +128,19 @@ def gaussian_epsilon(sigma: float, delta: float, sensitivity: float = 1.0) -> fl
     target = math.log(delta)
     margin = math.log1p(_REL_ERR)
 
-    def excess(eps: float) -> float:
+    def excess(eps: float) -> float:  # smooth, for the root finder
         return _log_delta(s, eps) + margin - target
 
-    if excess(0.0) <= 0.0:
+    def reported_excess(eps: float) -> float:  # what gaussian_delta reports, for safety
+        return _delta_upper(s, eps) - delta
+
+    if reported_excess(0.0) <= 0.0:
         return 0.0
     lo, hi = 0.0, 1.0
-    while excess(hi) > 0.0:
+    while excess(hi) > 0.0 or reported_excess(hi) > 0.0:
         lo, hi = hi, 2.0 * hi
     root = float(optimize.brentq(excess, lo, hi, xtol=1e-14, rtol=1e-15))
-    return settle_up(excess, root, hi)
+    return settle_up(reported_excess, root, hi)
 
 
 def gaussian_sigma_analytic(epsilon: float, delta: float, sensitivity: float = 1.0) -> float:
@@ -166,18 +174,22 @@ def gaussian_sigma_analytic(epsilon: float, delta: float, sensitivity: float = 1
     target = math.log(delta)
     margin = math.log1p(_REL_ERR)
 
-    # Work with s = sigma / sensitivity; excess is non-increasing in s.
-    def excess(s: float) -> float:
+    # Work with s = sigma / sensitivity; both functions are non-increasing in s.
+    def excess(s: float) -> float:  # smooth, for the root finder
         return _log_delta(s, epsilon) + margin - target
+
+    def reported_excess(sigma: float) -> float:  # what gaussian_delta reports, for safety
+        return _delta_upper(sigma / sensitivity, epsilon) - delta
 
     lo, hi = 0.5, 1.0
     while excess(lo) <= 0.0:
         lo, hi = lo / 2.0, lo
-    while excess(hi) > 0.0:
+    while excess(hi) > 0.0 or reported_excess(product_up(hi, sensitivity)) > 0.0:
         lo, hi = hi, 2.0 * hi
     root = float(optimize.brentq(excess, lo, hi, xtol=1e-15, rtol=1e-15))
-    s = settle_up(excess, root, hi)
-    return product_up(s, sensitivity)
+    # Settle on sigma itself, checked exactly as gaussian_delta(sigma, ...) computes it.
+    guess, safe = product_up(root, sensitivity), product_up(hi, sensitivity)
+    return settle_up(reported_excess, guess, safe)
 
 
 def gaussian_sigma_classic(epsilon: float, delta: float, sensitivity: float = 1.0) -> float:

@@ -80,17 +80,23 @@ def inflate(value: float, rel: float) -> float:
 
 
 def settle_up(excess: Callable[[float], float], guess: float, safe: float) -> float:
-    """The first point at or above ``guess`` where ``excess <= 0``, nudged up two ulps.
+    """A point at or above ``guess`` where ``excess <= 0``, two ulps above another such point.
 
-    For root finders. ``excess`` is non-increasing and ``excess(safe) <= 0``; Brent's
-    answer may sit a hair on the wrong side of the root, so we step up through ulps and,
-    if that is not enough, bisect between there and ``safe``.
+    For root finders. ``excess`` is non-increasing up to rounding noise and
+    ``excess(safe) <= 0``. Brent's answer may sit a hair on the wrong side of the root,
+    so we step up through ulps (and, if that is slow, bisect towards ``safe``) until
+    ``excess`` is non-positive both at a point and two ulps above it; the upper point is
+    returned, so the check holds exactly at the value the caller reports.
     """
     x = guess
-    for _ in range(64):
+    for _ in range(256):
         if excess(x) <= 0.0:
-            return up(x, 2)
-        x = math.nextafter(x, math.inf) if x > 0 else math.ulp(0.0)
+            candidate = up(x, 2)
+            if excess(candidate) <= 0.0:
+                return candidate
+            x = candidate
+        else:
+            x = math.nextafter(x, math.inf) if x > 0 else math.ulp(0.0)
     lo, hi = x, safe
     for _ in range(200):
         mid = 0.5 * (lo + hi)
@@ -100,4 +106,5 @@ def settle_up(excess: Callable[[float], float], guess: float, safe: float) -> fl
             hi = mid
         else:
             lo = mid
-    return up(hi, 2)
+    candidate = up(hi, 2)
+    return candidate if excess(candidate) <= 0.0 else safe
