@@ -83,6 +83,18 @@ def test_optimal_composition_handles_ten_thousand_steps() -> None:
     assert result.epsilon < 0.1 * (10_000 * 0.01)  # far below basic composition
 
 
+@pytest.mark.parametrize(
+    ("target", "expected"),
+    [pytest.param(9.33e-7, 4.9, id="just-above"), pytest.param(9.32e-7, 4.92, id="just-below")],
+)
+def test_optimal_composition_precision_at_ten_thousand_steps(target: float, expected: float) -> None:
+    # With eps = 0.01, k = 10^4, the exact KOV delta at total epsilon 4.9 (i = 4755) is
+    # 9.32293476e-7 (computed with 60-digit mpmath); at 4.88 it is 1.02552564e-6.
+    result = optimal_composition(0.01, 0.0, 10_000, target)
+    assert result is not None
+    assert result.epsilon == pytest.approx(expected, rel=1e-12)
+
+
 def test_optimal_composition_pure_target_zero() -> None:
     # delta = 0 everywhere: only basic composition k * eps is exact.
     result = optimal_composition(0.3, 0.0, 5, 0.0)

@@ -359,6 +359,10 @@ def rounded_gaussian(fraction: FloatArray, sigma: float, rng: Random) -> IntArra
     ``-ln U2 > (L - 1)^2 / 2``, i.e. with probability
     ``exp(-(|X| - sigma)^2 / (2 sigma^2))``; the accepted ``X`` is exactly
     N(0, sigma^2) (acceptance rate sqrt(pi / (2e)) ~ 0.76).
+
+    Float filter: ``L1 = -ln U1`` lies in ``[l1 - w1, l1]`` with ``w1 = 1/k1`` (and
+    likewise ``L2``); over that interval ``(L1 - 1)^2 / 2`` moves by at most
+    ``(|l1 - 1| + 1) w1``, which is added to the certified float margin.
     """
     size = fraction.size
     out = np.empty(size, dtype=np.int64)
@@ -369,28 +373,23 @@ def rounded_gaussian(fraction: FloatArray, sigma: float, rng: Random) -> IntArra
         words = rng.uint64(n)
         k1, a1 = uniform_prefix(words)
         k2, a2 = uniform_prefix(rng.uint64(n))
-        sign = np.where((words & np.uint64(1)).astype(np.bool_), -1.0, 1.0)
-        l1_high = _neg_log(a1)
-        l1_low = l1_high - _width(1.0, k1)
-        l1_margin = FLOAT_MARGIN * (l1_high + 1.0)
-        l1_low, l1_high = l1_low - l1_margin, l1_high + l1_margin
-        l2_high = _neg_log(a2)
-        l2_low = l2_high - _width(1.0, k2)
-        q_low_end, q_high_end = (l1_low - 1) ** 2 / 2, (l1_high - 1) ** 2 / 2
-        q_min = np.where((l1_low <= 1) & (l1_high >= 1), 0.0, np.minimum(q_low_end, q_high_end))
-        q_max = np.maximum(q_low_end, q_high_end)
-        q_margin = FLOAT_MARGIN * (q_max + l2_high + 1.0)
-        with np.errstate(invalid="ignore"):
-            accept = l2_low - q_margin > q_max
-            reject = l2_high + q_margin < q_min
-        value_low = f + 0.5 + np.where(sign > 0, sigma * l1_low, -sigma * l1_high)
-        value_high = f + 0.5 + np.where(sign > 0, sigma * l1_high, -sigma * l1_low)
-        v_margin = FLOAT_MARGIN * (f + 1.0 + sigma * np.abs(l1_high))
-        rounded, rounded_ok = floor_decision(value_low - v_margin, value_high + v_margin)
+        sign = 1.0 - 2.0 * (words & np.uint64(1)).astype(np.float64)
+        l1, w1 = _neg_log(a1), 1.0 / k1
+        l2 = _neg_log(a2)
+        d = l1 - 1.0
+        q = 0.5 * d * d
+        q_err = (np.abs(d) + 1.0) * w1 + FLOAT_MARGIN * (q + l2 + 1.0)
+        gap = l2 - q
+        accept = gap - 1.0 / k2 > q_err
+        reject = gap < -q_err
+        # S sigma L1 lies in sigma [l1 - w1, l1] (times S): centre and half-width.
+        half = 0.5 * sigma * w1
+        centre = f + 0.5 + sign * (sigma * l1 - half)
+        half += FLOAT_MARGIN * (f + 1.0 + sigma * l1)
+        rounded, rounded_ok = floor_decision(centre - half, centre + half)
         done = accept & rounded_ok
         out[pending[done]] = rounded[done]
-        unsure = ~(done | reject)
-        for i in np.flatnonzero(unsure):
+        for i in np.flatnonzero(~(done | reject)):
             exact = _round_gaussian_exact(
                 (_prefix_int(k1[i]), _prefix_int(k2[i])), float(f[i]), int(sign[i]), sigma, rng
             )

@@ -1,0 +1,40 @@
+"""Private selection: pick the best candidate, or the first query above a threshold.
+
+* :class:`ExponentialMechanism` / :func:`exponential` -- candidate ``i`` with
+  probability proportional to ``exp(epsilon s_i / (2 sensitivity))``;
+* :class:`ReportNoisyMax` / :func:`report_noisy_max` -- the argmax of the scores plus
+  Gumbel (= the exponential mechanism), exponential (= permute-and-flip) or Laplace
+  noise;
+* :class:`PermuteAndFlip` / :func:`permute_and_flip` -- McKenna & Sheldon's mechanism,
+  never worse than the exponential mechanism;
+* :class:`SparseVector` / :func:`sparse_vector` -- AboveThreshold, offline or online
+  (:meth:`SparseVector.stream`).
+
+Each takes ``monotonic=True`` for scores that move in one direction between
+neighbours (counts), which halves the noise. Every release is a
+:class:`~dpkit.mechanisms.Release` whose value is an index (or None), with
+``error=None``, its privacy event and its guarantee. The selection is computed on
+real numbers from lazily refined random bits, so the sampled distribution is exactly
+the one each docstring states: no floating-point rounding breaks ties or leaks scores.
+"""
+
+from dpkit.selection.exponential import ExponentialMechanism, exponential
+from dpkit.selection.noisy_max import (
+    PermuteAndFlip,
+    ReportNoisyMax,
+    permute_and_flip,
+    report_noisy_max,
+)
+from dpkit.selection.sparse_vector import SparseVector, SparseVectorStream, sparse_vector
+
+__all__ = [
+    "ExponentialMechanism",
+    "PermuteAndFlip",
+    "ReportNoisyMax",
+    "SparseVector",
+    "SparseVectorStream",
+    "exponential",
+    "permute_and_flip",
+    "report_noisy_max",
+    "sparse_vector",
+]

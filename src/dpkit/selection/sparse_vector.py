@@ -1,0 +1,257 @@
+"""The sparse vector technique: AboveThreshold, offline and online.
+
+AboveThreshold answers a stream of queries ``a_1, a_2, ...`` (each of sensitivity
+``D``) with "below" until the first one whose noisy value reaches a noisy threshold,
+answers "above" for it, and halts. Its cost is that of one query, however many
+"below" answers come first: with threshold noise ``Lap(2D / epsilon)`` and query noise
+``Lap(4D / epsilon)`` the whole run is ``epsilon``-DP (Dwork & Roth 2014, Alg. 1 and
+Thm 3.23; Lyu, Su & Li 2017, Alg. 1 with ``eps1 = eps2 = eps / 2`` and cutoff 1).
+When the queries are monotonic (between any two neighbours, all answers move in the
+same direction, as counts do), query noise ``Lap(2D / epsilon)`` suffices (Lyu, Su &
+Li 2017, Sec. 4, the monotonic case of their Theorem 2).
+
+Each comparison ``a_i + nu_i >= T + rho`` is decided on the real numbers (exact
+Laplace noise from lazily refined uniforms, ``dpkit/selection/_above.py``), so no
+floating-point rounding or grid tie enters the answers.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from dpkit import _validation as check
+from dpkit.accounting._math.rounding import fraction_up
+from dpkit.accounting.events import Event, SparseVectorEvent
+from dpkit.accounting.guarantees import PureDP
+from dpkit.errors import BudgetExceeded, InvalidParameter
+from dpkit.mechanisms._base import Mechanism, Release
+from dpkit.random import Random, RandomLike, as_random
+from dpkit.selection._above import NoisyThreshold
+from dpkit.selection._base import check_monotonic
+
+__all__ = ["SparseVector", "SparseVectorStream", "sparse_vector"]
+
+#: Bound on ``|threshold|`` and on the noise scales; query answers are clipped to it.
+#: Keeps every float in the comparisons far from overflow (see ``_above.py``).
+LIMIT = 2.0**1000
+
+
+class SparseVector(Mechanism):
+    """AboveThreshold: the index of the first query whose noisy answer reaches a noisy threshold.
+
+    Parameters
+    ----------
+    epsilon:
+        Privacy parameter of the whole run, a float in (0, inf).
+    threshold:
+        The public threshold ``T`` (a finite float, ``|T| <= 2^1000``).
+    sensitivity:
+        The largest change of any one query answer between neighbouring datasets.
+    monotonic:
+        True when, between any two neighbouring datasets, either no answer decreases
+        or no answer increases; halves the query noise.
+
+    Exact distribution
+    ------------------
+    With ``rho ~ Lap(b1)`` and i.i.d. ``nu_i ~ Lap(b2)``, where ``b1`` =
+    :attr:`threshold_scale` = ``2 sensitivity / epsilon`` and ``b2`` =
+    :attr:`query_scale` = ``4 sensitivity / epsilon`` (``2 sensitivity / epsilon``
+    if monotonic), both rounded up to floats, :meth:`release` returns the smallest
+    ``i`` with ``a_i + nu_i >= T + rho`` -- compared exactly, on real numbers -- or
+    ``None`` if there is none. Answers beyond ``+-2^1000`` are clipped first (a
+    contraction, so their sensitivity does not grow).
+
+    Privacy
+    -------
+    ``epsilon``-DP for the whole run, including every "below" answer (Dwork & Roth
+    2014, Thm 3.23; Lyu, Su & Li 2017, Thm 2 with ``eps1 = eps2 = epsilon / 2``; the
+    rounded-up scales only add privacy). Queries may be chosen adaptively in the
+    online form, :meth:`stream`. Event: ``SparseVectorEvent(epsilon)``.
+
+    Accuracy
+    --------
+    With probability at least ``confidence``, over a run of ``k`` queries every query
+    answered "below" has ``a_i < T + alpha`` and the query answered "above" has
+    ``a_i > T - alpha``, for ``alpha = b1 ln(2 / beta) + b2 ln(2 k / beta)`` and
+    ``beta = 1 - confidence`` (:meth:`accuracy`; Dwork & Roth 2014, Thm 3.24, with the
+    two noise scales kept apart).
+
+    References
+    ----------
+    Dwork & Roth, "The algorithmic foundations of differential privacy", 2014, Sec. 3.6.
+    Lyu, Su & Li, "Understanding the sparse vector technique for differential
+    privacy", PVLDB 10(6), 2017.
+
+    Examples
+    --------
+    >>> import dpkit as dp
+    >>> from dpkit.selection import SparseVector
+    >>> mechanism = SparseVector(epsilon=1.0, threshold=100.0)
+    >>> mechanism.threshold_scale, mechanism.query_scale
+    (2.0, 4.0)
+    >>> mechanism.release([3.0, 12.0, 250.0, 7.0], rng=dp.testing.seeded(0)).value
+    2
+    """
+
+    def __init__(
+        self,
+        *,
+        epsilon: float,
+        threshold: float,
+        sensitivity: float = 1.0,
+        monotonic: bool = False,
+    ) -> None:
+        owner = "SparseVector"
+        self.epsilon = check.check_epsilon(epsilon, owner)
+        self.threshold = check.check_finite_float(threshold, "threshold", owner)
+        if abs(self.threshold) > LIMIT:
+            raise InvalidParameter.for_parameter(
+                "threshold", owner, "a float with |threshold| <= 2^1000", threshold
+            )
+        self.sensitivity = check.check_positive(sensitivity, "sensitivity", owner)
+        self.monotonic = check_monotonic(monotonic, owner)
+        # Scales rounded up: more noise never costs privacy (Lyu, Su & Li 2017, Thm 2
+        # holds for any b1 >= D / eps1 and b2 >= 2 D / eps2, or D / eps2 if monotonic).
+        ratio = Fraction(self.sensitivity) / Fraction(self.epsilon)
+        self.threshold_scale = fraction_up(2 * ratio)
+        self.query_scale = fraction_up((2 if self.monotonic else 4) * ratio)
+        if self.query_scale > LIMIT:
+            raise InvalidParameter(
+                f"{owner}: sensitivity / epsilon = {float(ratio):.3g} gives noise scales "
+                "above 2^1000; the answers would be pure noise."
+            )
+
+    @property
+    def event(self) -> Event:
+        return SparseVectorEvent(self.epsilon)
+
+    @property
+    def guarantee(self) -> PureDP:
+        return PureDP(self.epsilon)
+
+    def accuracy(self, n_queries: int, *, confidence: float = 0.95) -> float:
+        """``alpha`` such that, with probability ``confidence``, no answer is off by ``alpha``.
+
+        Over a run of ``n_queries`` queries: every "below" answer has ``a_i < T +
+        alpha`` and the "above" answer has ``a_i > T - alpha``. Splits the failure
+        probability ``beta`` evenly between the threshold noise (``P(|rho| >= alpha1)
+        = e^{-alpha1 / b1}``) and a union bound over the query noises.
+        """
+        owner = "SparseVector.accuracy"
+        k = check.check_count(n_queries, "n_queries", owner)
+        confidence = check.check_probability(
+            confidence, "confidence", owner, open_low=True, open_high=True
+        )
+        beta = 1.0 - confidence
+        alpha = self.threshold_scale * math.log(2.0 / beta) + self.query_scale * (
+            math.log(2.0 * k / beta)
+        )
+        return float(np.nextafter(alpha * (1.0 + 1e-12), np.inf))
+
+    def stream(self, *, rng: RandomLike | None = None) -> SparseVectorStream:
+        """Start an online run: answer queries one at a time with :meth:`SparseVectorStream.query`."""
+        return SparseVectorStream(self, as_random(rng))
+
+    def _check_value(self, value: Any) -> npt.NDArray[np.float64]:
+        answers = check.check_array(value, "answers", "SparseVector.release", ndim=1)
+        return np.clip(answers, -LIMIT, LIMIT)
+
+    def _sample(self, value: npt.NDArray[np.float64], rng: Random) -> int | None:
+        state = NoisyThreshold(self.threshold, self.threshold_scale, self.query_scale, rng)
+        return state.first_above(value)
+
+    def _repr_fields(self) -> tuple[str, ...]:
+        return ("epsilon", "threshold", "sensitivity", "monotonic")
+
+
+class SparseVectorStream:
+    """An online AboveThreshold run, from :meth:`SparseVector.stream`.
+
+    Call :meth:`query` with each answer, chosen adaptively if need be; it returns
+    False ("below") until the first answer whose noisy value reaches the noisy
+    threshold, then True ("above"), and the run halts: a further query raises
+    :class:`~dpkit.errors.BudgetExceeded` (start a new run, which costs another
+    ``epsilon``). The whole run is ``epsilon``-DP: charge :attr:`event` once.
+    """
+
+    def __init__(self, mechanism: SparseVector, rng: Random) -> None:
+        self._mechanism = mechanism
+        self._state = NoisyThreshold(
+            mechanism.threshold, mechanism.threshold_scale, mechanism.query_scale, rng
+        )
+        self._answered = 0
+        self._index: int | None = None
+        self.secure = rng.secure
+
+    @property
+    def event(self) -> Event:
+        """The privacy event of the whole run."""
+        return self._mechanism.event
+
+    @property
+    def guarantee(self) -> PureDP:
+        """The guarantee of the whole run."""
+        return self._mechanism.guarantee
+
+    @property
+    def halted(self) -> bool:
+        """Whether a query has been answered "above" (no more queries are allowed)."""
+        return self._index is not None
+
+    @property
+    def answered(self) -> int:
+        """How many queries this run has answered."""
+        return self._answered
+
+    @property
+    def index(self) -> int | None:
+        """Position (from 0) of the query answered "above", or None while running."""
+        return self._index
+
+    def query(self, answer: float) -> bool:
+        """Compare one query answer with the noisy threshold: True means "above" (and halt)."""
+        if self.halted:
+            raise BudgetExceeded(
+                "This AboveThreshold run has halted after its 'above' answer; its epsilon "
+                "covers no more queries. Start a new run with SparseVector.stream().",
+                requested=self.event,
+            )
+        value = check.check_array(answer, "answer", "SparseVectorStream.query", ndim=0)
+        answers = np.clip(value.reshape(1), -LIMIT, LIMIT)
+        above = self._state.first_above(answers) is not None
+        if above:
+            self._index = self._answered
+        self._answered += 1
+        return above
+
+    def __repr__(self) -> str:
+        return (
+            f"SparseVectorStream({self._mechanism!r}, answered={self._answered}, "
+            f"halted={self.halted})"
+        )
+
+
+def sparse_vector(
+    answers: npt.ArrayLike,
+    *,
+    epsilon: float,
+    threshold: float,
+    sensitivity: float = 1.0,
+    monotonic: bool = False,
+    rng: RandomLike | None = None,
+) -> Release[Any]:
+    """Find the first query above a threshold with AboveThreshold (``epsilon``-DP).
+
+    Shorthand for ``SparseVector(epsilon=..., threshold=..., sensitivity=...,
+    monotonic=...).release(answers, rng=rng)``; the release's value is the index of the
+    first query reported above the threshold, or None. See :class:`SparseVector`.
+    """
+    mechanism = SparseVector(
+        epsilon=epsilon, threshold=threshold, sensitivity=sensitivity, monotonic=monotonic
+    )
+    return mechanism.release(answers, rng=rng)
