@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from fractions import Fraction
 
 import pytest
 
 from dpkit.accounting import DEFAULT_ORDERS, RDP, ZCDP, ApproxDP, PureDP
+from dpkit.accounting._math import rounding
 from dpkit.errors import InvalidParameter
 
 NAN = float("nan")
@@ -326,7 +328,22 @@ def test_default_orders_grid() -> None:
     assert len(DEFAULT_ORDERS) < 300
     assert DEFAULT_ORDERS[0] == 1.01
     assert DEFAULT_ORDERS[-1] == 1024.0
-    assert all(b > a for a, b in zip(DEFAULT_ORDERS, DEFAULT_ORDERS[1:], strict=False))
+    assert all(b > a for a, b in itertools.pairwise(DEFAULT_ORDERS))
     dp_accounting_defaults = [1 + x / 10.0 for x in range(1, 100)] + list(range(11, 64))
     dp_accounting_defaults += [128, 256, 512, 1024]
     assert set(map(float, dp_accounting_defaults)) <= set(DEFAULT_ORDERS)
+
+
+def test_rounding_helpers_round_in_the_stated_direction() -> None:
+    third = Fraction(1, 3)
+    assert Fraction(rounding.fraction_up(third)) >= third
+    assert Fraction(rounding.fraction_down(third)) <= third
+    assert rounding.fraction_up(third) == math.nextafter(rounding.fraction_down(third), INF)
+    assert Fraction(rounding.div_up(1.0, 3.0)) >= third
+    assert Fraction(rounding.div_down(1.0, 3.0)) <= third
+    assert Fraction(rounding.product_up(0.1, 3.0)) >= Fraction(0.1) * 3
+    assert rounding.mul_up(3, INF) == INF
+    assert rounding.sum_up([1.0, INF]) == INF
+    assert rounding.fraction_up(Fraction(10) ** 400) == INF
+    assert rounding.up_terms(0.0, 1.0) > 0.0
+    assert rounding.inflate(0.0, 1e-3) == 0.0

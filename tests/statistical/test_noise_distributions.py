@@ -195,6 +195,7 @@ def fallback_everywhere(monkeypatch: pytest.MonkeyPatch) -> None:
     from dpkit.noise import _exact
 
     monkeypatch.setattr(_exact, "FLOAT_MARGIN", 0.5)
+    monkeypatch.setattr(_exact, "_GAP_MARGIN", 1.0)  # the Gaussian's acceptance filter
 
 
 @pytest.mark.usefixtures("fallback_everywhere")
@@ -220,27 +221,28 @@ def test_fallback_bernoulli_exp_matches_probability() -> None:
 
 @pytest.mark.usefixtures("fallback_everywhere")
 @pytest.mark.parametrize(
-    ("sampler", "cdf"),
+    ("sampler", "make_cdf"),
     [
         (
             lambda loc, rng: noise.laplace(loc, scale=2.0, granularity=0.5, rng=rng),
-            stats.laplace(scale=2.0).cdf,
+            lambda factor: stats.laplace(scale=2.0 * factor).cdf,
         ),
         (
             lambda loc, rng: noise.gaussian(loc, sigma=1.5, granularity=0.5, rng=rng),
-            stats.norm(scale=1.5).cdf,
+            lambda factor: stats.norm(scale=1.5 * factor).cdf,
         ),
         (
             lambda loc, rng: noise.truncated_laplace(
                 loc, scale=1.0, bound=3.0, granularity=0.5, rng=rng
             ),
-            truncated_cdf(1.0, 3.0),
+            lambda factor: truncated_cdf(1.0 * factor, 3.0),
         ),
     ],
     ids=["laplace", "gaussian", "truncated_laplace"],
 )
-def test_fallback_rounded_noise_is_exact(sampler, cdf) -> None:
+def test_fallback_rounded_noise_is_exact(sampler, make_cdf) -> None:
     loc = 0.3
     out = sampler(np.full(FALLBACK_DRAWS, loc), seeded(33))
     cells = np.round(out / 0.5).astype(np.int64)
-    assert_pmf(cells, cell_pmf(cdf, loc, 0.5))
+    assert_pmf(cells, cell_pmf(make_cdf(1.0), loc, 0.5))
+    assert_rejects(lambda: assert_pmf(cells, cell_pmf(make_cdf(1.6), loc, 0.5)))

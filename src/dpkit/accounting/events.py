@@ -92,7 +92,7 @@ class Event:
 
     __slots__ = ()
 
-    def __init__(self) -> None:  # pragma: no cover - subclasses define their own
+    def __init__(self) -> None:  # dataclass subclasses generate their own
         raise TypeError("Event is abstract; use one of its subclasses.")
 
     def to_dict(self) -> dict[str, Any]:

@@ -350,6 +350,26 @@ def _round_gaussian_exact(
     raise AssertionError("unreachable with probability 1")  # pragma: no cover
 
 
+# Prefixes below 2^36 (probability 2^-17 per uniform) go to the exact fallback, which
+# bounds every quantity of the Gaussian filter: L = -ln U <= 36 ln 2 + 1 < 26 and the
+# prefix interval's width in L is 1/k <= 2^-36.
+_SMALL_PREFIX = 2.0**36
+# |error| of gap = L2 - (L1 - 1)^2/2 in floats: FLOAT_MARGIN * (26 + 26^2/2 + 1) < 2^-34,
+# plus the width terms (|L1 - 1| + 1)/k1 + 1/k2 < 27 * 2^-36 < 2^-31.
+_GAP_MARGIN = 2.0**-30
+
+
+def _round_scaled_exact(prefix: int, fraction: float, sign: int, scale: float, rng: Random) -> int:
+    """``floor(f + 1/2 + sign * scale * (-ln U))`` for a ``U`` with known prefix, exactly."""
+    t, f = Decimal(scale), Decimal(fraction)
+
+    def evaluate(u: Decimal) -> tuple[Decimal, Decimal]:
+        e = -t * u.ln()
+        return f + Decimal("0.5") + sign * e, f + 1 + e
+
+    return refine(prefix, evaluate, decide_floor, rng)
+
+
 @_quiet
 def rounded_gaussian(fraction: FloatArray, sigma: float, rng: Random) -> IntArray:
     """``floor(f + 1/2 + X)`` for ``X ~ N(0, sigma^2)``, exactly, for each offset ``f``.
@@ -360,41 +380,69 @@ def rounded_gaussian(fraction: FloatArray, sigma: float, rng: Random) -> IntArra
     ``exp(-(|X| - sigma)^2 / (2 sigma^2))``; the accepted ``X`` is exactly
     N(0, sigma^2) (acceptance rate sqrt(pi / (2e)) ~ 0.76).
 
-    Float filter: ``L1 = -ln U1`` lies in ``[l1 - w1, l1]`` with ``w1 = 1/k1`` (and
-    likewise ``L2``); over that interval ``(L1 - 1)^2 / 2`` moves by at most
-    ``(|l1 - 1| + 1) w1``, which is added to the certified float margin.
+    Acceptance does not depend on the offsets, so proposals are drawn in bulk and the
+    i-th accepted one serves the i-th output. Float filter: with both 53-bit prefixes
+    at least 2^36, every error of the acceptance test is below ``_GAP_MARGIN``; when
+    acceptance is decided for the whole prefix box, ``U1`` is still uniform on its
+    prefix interval, so the rounding alone may be refined (``_round_scaled_exact``).
+    Undecided proposals are settled jointly, in order (``_round_gaussian_exact``).
     """
     size = fraction.size
     out = np.empty(size, dtype=np.int64)
-    pending = np.arange(size)
-    while pending.size:
-        f = fraction[pending]
-        n = f.size
-        words = rng.uint64(n)
-        k1, a1 = uniform_prefix(words)
-        k2, a2 = uniform_prefix(rng.uint64(n))
-        sign = 1.0 - 2.0 * (words & np.uint64(1)).astype(np.float64)
-        l1, w1 = _neg_log(a1), 1.0 / k1
-        l2 = _neg_log(a2)
+    filled = 0
+    rounding_margin = FLOAT_MARGIN * (2.0 + 26.0 * sigma)
+    while filled < size:
+        n = int((size - filled) * 1.34) + 64  # 1/0.76 plus slack
+        words = rng.uint64(2 * n)
+        k1, a1 = uniform_prefix(words[:n])
+        k2, a2 = uniform_prefix(words[n:])
+        l1 = -np.log(a1)
         d = l1 - 1.0
-        q = 0.5 * d * d
-        q_err = (np.abs(d) + 1.0) * w1 + FLOAT_MARGIN * (q + l2 + 1.0)
-        gap = l2 - q
-        accept = gap - 1.0 / k2 > q_err
-        reject = gap < -q_err
-        # S sigma L1 lies in sigma [l1 - w1, l1] (times S): centre and half-width.
-        half = 0.5 * sigma * w1
-        centre = f + 0.5 + sign * (sigma * l1 - half)
-        half += FLOAT_MARGIN * (f + 1.0 + sigma * l1)
-        rounded, rounded_ok = floor_decision(centre - half, centre + half)
-        done = accept & rounded_ok
-        out[pending[done]] = rounded[done]
-        for i in np.flatnonzero(~(done | reject)):
+        gap = -np.log(a2) - 0.5 * d * d
+        usable = (k1 >= _SMALL_PREFIX) & (k2 >= _SMALL_PREFIX)
+        accept = (gap > _GAP_MARGIN) & usable
+        undecided = ~(accept | ((gap < -_GAP_MARGIN) & usable))
+        negative = (words[:n] & np.uint64(1)).astype(np.bool_)
+        # Settle undecided proposals in order; each knows its output slot once the
+        # proposals before it are settled.
+        settled: dict[int, int] = {}
+        for i in np.flatnonzero(undecided):
+            # accept[:i] already counts the earlier proposals settled as accepted.
+            slot = filled + int(np.count_nonzero(accept[:i]))
+            if slot >= size:
+                break
             exact = _round_gaussian_exact(
-                (_prefix_int(k1[i]), _prefix_int(k2[i])), float(f[i]), int(sign[i]), sigma, rng
+                (_prefix_int(k1[i]), _prefix_int(k2[i])),
+                float(fraction[slot]),
+                -1 if negative[i] else 1,
+                sigma,
+                rng,
             )
             if exact is not None:
-                out[pending[i]] = exact
-                done[i] = True
-        pending = pending[~done]
+                settled[int(i)] = exact
+                accept[i] = True
+        chosen = np.flatnonzero(accept)[: size - filled]
+        slots = slice(filled, filled + chosen.size)
+        f = fraction[slots]
+        # S sigma L1 lies in S sigma [l1 - 1/k1, l1]: a centre and a half-width.
+        half = (0.5 * sigma) / k1[chosen]
+        x = sigma * l1[chosen] - half
+        np.negative(x, out=x, where=negative[chosen])
+        centre = f + 0.5 + x
+        half += rounding_margin
+        rounded = np.floor(centre - half)
+        ok = rounded == np.floor(centre + half)
+        result = rounded.astype(np.int64)
+        for j in np.flatnonzero(~ok):
+            i = int(chosen[j])
+            if i in settled:
+                result[j] = settled[i]
+            else:
+                result[j] = _round_scaled_exact(
+                    _prefix_int(k1[i]), float(f[j]), -1 if negative[i] else 1, sigma, rng
+                )
+        for j in np.flatnonzero(np.isin(chosen, list(settled))):
+            result[j] = settled[int(chosen[j])]
+        out[slots] = result
+        filled += chosen.size
     return out

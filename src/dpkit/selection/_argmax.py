@@ -70,6 +70,8 @@ _MAX = float(np.finfo(np.float64).max)
 _SCREEN_SLACK = 80.0
 _EXTRA_BITS = 64
 _MAX_ROUNDS = 200
+#: Chunks up to this size skip the screening pass and certify every candidate.
+_SMALL = 64
 
 
 # ------------------------------------------------------------------------ float layer
@@ -82,47 +84,51 @@ def noise_at(kind: str, x: FloatArray) -> FloatArray:
     of one or two ``log`` calls (a few ulps each): relative error ~2^-50 of ``|F|``,
     plus an absolute ~2^-50 from the inner ``log`` of the Gumbel. The ends map to
     ``+-inf`` exactly (``F(0)`` is ``-inf`` except for the exponential, where it is 0).
+    Call it under ``np.errstate(divide="ignore")``: ``log(0)`` is expected.
     """
-    with np.errstate(divide="ignore"):
-        if kind == "gumbel":
-            result: FloatArray = -np.log(-np.log(x * _H))
-        elif kind == "exponential":
-            result = -np.log((_TWO53 - x) * _H)
-        else:
-            magnitude = np.log(np.minimum(x, _TWO53 - x) * _HALF_H)
-            result = np.copysign(magnitude, x - _TWO52)
+    if kind == "gumbel":
+        result: FloatArray = -np.log(-np.log(x * _H))
+    elif kind == "exponential":
+        result = -np.log((_TWO53 - x) * _H)
+    else:
+        magnitude = np.log(np.minimum(x, _TWO53 - x) * _HALF_H)
+        result = np.copysign(magnitude, x - _TWO52)
     return result
 
 
 def _upper_values(
-    kind: str, words: UIntArray, scaled: FloatArray, out: FloatArray, work: FloatArray
+    kind: str,
+    prefixes: UIntArray,
+    scaled: FloatArray,
+    out: FloatArray,
+    work: FloatArray,
+    scratch: FloatArray,
 ) -> FloatArray:
-    """``out = scaled + F((k + 1) 2^-53)`` with ``k = words >> 11``: the fast pass.
+    """``out = scaled + F((k + 1) 2^-53)`` for the 53-bit ``prefixes`` k: the fast pass.
 
     The same arithmetic as :func:`noise_at` at ``x = k + 1``, written in place to keep
-    the chunk's temporaries in cache.
+    the chunk's temporaries in cache (``work`` and ``scratch`` are scratch space).
     """
-    with np.errstate(divide="ignore"):
-        if kind == "exponential":
-            # 1 - (k + 1) 2^-53 = (2^53 - 1 - k) 2^-53, and ~w >> 11 = 2^53 - 1 - k.
-            work[...] = np.invert(words) >> _SHIFT
-            work *= _H
-            np.log(work, out=work)
-            return np.subtract(scaled, work, out=out)
-        work[...] = words >> _SHIFT
-        work += 1.0
-        if kind == "gumbel":
-            work *= _H
-            np.log(work, out=work)
-            np.negative(work, out=work)
-            np.log(work, out=work)
-            return np.subtract(scaled, work, out=out)
-        np.subtract(work, _TWO52, out=out)  # its sign says which half of (0, 1)
-        np.minimum(work, _TWO53 - work, out=work)
-        work *= _HALF_H
+    if kind == "exponential":
+        # 1 - (k + 1) 2^-53 = (2^53 - 1 - k) 2^-53, exact.
+        np.subtract(_TWO53 - 1.0, prefixes, out=work)
+        work *= _H
         np.log(work, out=work)
-        np.copysign(work, out, out=work)
-        return np.add(scaled, work, out=out)
+        return np.subtract(scaled, work, out=out)
+    np.add(prefixes, 1.0, out=work)
+    if kind == "gumbel":
+        work *= _H
+        np.log(work, out=work)
+        np.negative(work, out=work)
+        np.log(work, out=work)
+        return np.subtract(scaled, work, out=out)
+    np.subtract(work, _TWO52, out=out)  # its sign says which half of (0, 1)
+    np.subtract(_TWO53, work, out=scratch)
+    np.minimum(work, scratch, out=work)
+    work *= _HALF_H
+    np.log(work, out=work)
+    np.copysign(work, out, out=work)
+    return np.add(scaled, work, out=out)
 
 
 def _float_bounds(
@@ -135,11 +141,11 @@ def _float_bounds(
     it (see :func:`noisy_argmax`).
     """
     x = prefixes.astype(np.float64)
-    f_low, f_high = noise_at(kind, x), noise_at(kind, x + 1.0)
-    with np.errstate(invalid="ignore", over="ignore"):
-        magnitude = np.abs(scaled) + 1.0
-        low = scaled + f_low - FLOAT_MARGIN * (magnitude + np.abs(f_low))
-        high = scaled + f_high + FLOAT_MARGIN * (magnitude + np.abs(f_high))
+    ends = noise_at(kind, np.concatenate((x, x + 1.0)))
+    f_low, f_high = ends[: x.size], ends[x.size :]
+    magnitude = np.abs(scaled) + 1.0
+    low = scaled + f_low - FLOAT_MARGIN * (magnitude + np.abs(f_low))
+    high = scaled + f_high + FLOAT_MARGIN * (magnitude + np.abs(f_high))
     low[scaled <= -_MAX] = -math.inf
     return low, high
 
@@ -196,11 +202,13 @@ def uniform_ends(numerator: int, bits: int) -> tuple[Decimal, Decimal]:
 def precision_for(bits: int) -> int:
     """Working precision once ``bits`` bits of a uniform are known.
 
-    Grows by 25.6 digits per 64 bits, faster than the 19.3 digits that 64 more bits
-    resolve, so the interval padding (relative ``10^(6 - precision)``) shrinks faster
-    than the intervals do and every refinement loop ends with probability 1.
+    ``bits`` bits resolve ``0.301 bits`` digits; the precision, ``12 + 0.375 bits``, stays
+    ahead of that (by 49 digits at the first refinement, 117 bits) and grows by 24
+    digits per 64 bits, faster than the 19.3 digits those bits resolve. So the
+    interval padding (relative ``10^(6 - precision)``) shrinks faster than the
+    intervals do, and every refinement loop ends with probability 1.
     """
-    return 50 + (2 * bits) // 5
+    return 12 + (3 * bits) // 8
 
 
 def _refine(
@@ -251,7 +259,12 @@ class _Pool:
         self.low = np.empty(0, dtype=np.float64)
         self.high = np.empty(0, dtype=np.float64)
 
-    def add(self, index: npt.NDArray[np.int64], prefix: UIntArray, low: FloatArray, high: FloatArray) -> None:
+    def add(
+        self, index: npt.NDArray[np.int64], prefix: UIntArray, low: FloatArray, high: FloatArray
+    ) -> None:
+        if self.index.size == 0:
+            self.index, self.prefix, self.low, self.high = index, prefix, low, high
+            return
         self.index = np.concatenate((self.index, index))
         self.prefix = np.concatenate((self.prefix, prefix))
         self.low = np.concatenate((self.low, low))
@@ -280,42 +293,19 @@ def noisy_argmax(
     rng:
         Source of the uniforms: 64 bits per score, streamed chunk by chunk, then 64
         more per near-tied candidate and refinement round.
+    chunk:
+        Scores per streamed chunk; the distribution of the result does not depend on it.
     """
     n = scores.size
     if n == 1:
         return 0  # one candidate: no randomness needed, the output is fixed
     s_max, s_min = float(scores.max()), float(scores.min())
-    with np.errstate(over="ignore"):
+    # -inf (log 0), inf - inf never arises (see _float_bounds) and overflow is clamped.
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         # c (s_i - s_max) can overflow to -inf only for candidates whose real value is
         # below -MAX; clamping them to -MAX keeps an upper bound and avoids inf - inf.
         clamp = not math.isfinite(coefficient * (s_max - s_min))
-    scaled_buffer = np.empty(min(chunk, n))
-    value_buffer = np.empty_like(scaled_buffer)
-    work_buffer = np.empty_like(scaled_buffer)
-    pool = _Pool()
-    best_low = -math.inf
-    for start in range(0, n, chunk):
-        size = min(chunk, n - start)
-        words = rng.uint64(size)
-        scaled = scaled_buffer[:size]
-        np.subtract(scores[start : start + size], s_max, out=scaled)
-        with np.errstate(over="ignore"):
-            scaled *= coefficient
-        if clamp:
-            np.maximum(scaled, -_MAX, out=scaled)
-        values = _upper_values(kind, words, scaled, value_buffer[:size], work_buffer[:size])
-        top = int(np.argmax(values))
-        if not values[top] >= _screen(best_low):
-            continue  # nothing in this chunk can win
-        # Certify the chunk's best first: its lower end raises the bar for the rest.
-        top_low, _ = _float_bounds(kind, words[top : top + 1] >> _SHIFT, scaled[top : top + 1])
-        best_low = max(best_low, float(top_low[0]))
-        local = np.flatnonzero(values >= _screen(best_low))
-        prefixes = words[local] >> _SHIFT
-        low, high = _float_bounds(kind, prefixes, scaled[local])
-        best_low = max(best_low, float(low.max()))
-        pool.add(local + start, prefixes, low, high)
-        pool.prune(best_low)
+        pool = _stream(kind, scores, s_max, coefficient, clamp, rng, chunk)
     if pool.index.size == 1:
         return int(pool.index[0])
     if pool.index.size == 0:
@@ -329,3 +319,58 @@ def noisy_argmax(
         rng,
     )
     return int(pool.index[winner])
+
+
+def _stream(
+    kind: str,
+    scores: FloatArray,
+    s_max: float,
+    coefficient: float,
+    clamp: bool,
+    rng: Random,
+    chunk: int,
+) -> _Pool:
+    """One float pass over the scores: the pool of candidates that may still win."""
+    n = scores.size
+    # Buffers reused by every chunk: fresh allocations would cost page faults.
+    scaled_buffer, value_buffer, work_buffer, scratch_buffer = np.empty((4, min(chunk, n)))
+    word_buffer = np.empty(min(chunk, n), dtype=np.uint64)
+    pool = _Pool()
+    best_low = -math.inf
+    for start in range(0, n, chunk):
+        size = min(chunk, n - start)
+        # 53-bit prefixes from 64-bit words; Random.bytes read as words needs one
+        # allocation fewer than Random.uint64.
+        prefixes_all = word_buffer[:size]
+        np.right_shift(np.frombuffer(rng.bytes(8 * size), dtype="<u8"), _SHIFT, out=prefixes_all)
+        scaled = scaled_buffer[:size]
+        np.subtract(scores[start : start + size], s_max, out=scaled)
+        scaled *= coefficient
+        if clamp:
+            np.maximum(scaled, -_MAX, out=scaled)
+        if size <= _SMALL:
+            # Few scores: certifying all of them is cheaper than screening.
+            local = np.arange(size)
+            prefixes = prefixes_all.copy()
+        else:
+            values = _upper_values(
+                kind,
+                prefixes_all,
+                scaled,
+                value_buffer[:size],
+                work_buffer[:size],
+                scratch_buffer[:size],
+            )
+            top = int(np.argmax(values))
+            if not values[top] >= _screen(best_low):
+                continue  # nothing in this chunk can win
+            # Certify the chunk's best first: its lower end raises the bar for the rest.
+            top_low, _ = _float_bounds(kind, prefixes_all[top : top + 1], scaled[top : top + 1])
+            best_low = max(best_low, float(top_low[0]))
+            local = np.flatnonzero(values >= _screen(best_low))
+            prefixes = prefixes_all[local]
+        low, high = _float_bounds(kind, prefixes, scaled[local])
+        best_low = max(best_low, float(low.max()))
+        pool.add(local + start, prefixes, low, high)
+        pool.prune(best_low)
+    return pool

@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpkit import _validation as check
+from dpkit.accounting._math.rounding import fraction_up
 from dpkit.accounting.guarantees import PureDP
 from dpkit.errors import InvalidParameter
 from dpkit.mechanisms._base import Mechanism
@@ -46,8 +47,9 @@ def coefficient(epsilon: float, sensitivity: float, monotonic: bool, owner: str)
         result = math.nextafter(result, 0.0)
     if not result >= MIN_COEFFICIENT:
         raise InvalidParameter(
-            f"{owner}: epsilon / sensitivity = {float(exact):.3g} is too small to compute "
-            f"with (below {MIN_COEFFICIENT:.3g}); the selection would be uniform."
+            f"{owner}: epsilon={epsilon!r} and sensitivity={sensitivity!r} give a score "
+            f"coefficient below {MIN_COEFFICIENT:.3g}, too small to compute with (the "
+            "selection would be uniform)."
         )
     return result
 
@@ -97,13 +99,17 @@ class NoisyArgmax(Mechanism):
 
     _noise: str = "gumbel"
 
-    def __init__(self, *, epsilon: float, sensitivity: float = 1.0, monotonic: bool = False) -> None:
+    def __init__(
+        self, *, epsilon: float, sensitivity: float = 1.0, monotonic: bool = False
+    ) -> None:
         owner = type(self).__name__
         self.epsilon = check.check_epsilon(epsilon, owner)
         self.sensitivity = check.check_positive(sensitivity, "sensitivity", owner)
         self.monotonic = check_monotonic(monotonic, owner)
         if self._noise not in NOISE_KINDS:
-            raise InvalidParameter.for_parameter("noise", owner, f"one of {NOISE_KINDS}", self._noise)
+            raise InvalidParameter.for_parameter(
+                "noise", owner, f"one of {NOISE_KINDS}", self._noise
+            )
         self._coefficient = coefficient(self.epsilon, self.sensitivity, self.monotonic, owner)
 
     @property
@@ -123,7 +129,7 @@ class NoisyArgmax(Mechanism):
     @property
     def scale(self) -> float:
         """The noise scale in score units, ``1 / c`` (rounded up): ``s_i + scale N_i``."""
-        return float(np.nextafter(1.0 / self._coefficient, np.inf))
+        return fraction_up(1 / Fraction(self._coefficient))
 
     @property
     def guarantee(self) -> PureDP:

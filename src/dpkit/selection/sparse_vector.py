@@ -122,8 +122,8 @@ class SparseVector(Mechanism):
         self.query_scale = fraction_up((2 if self.monotonic else 4) * ratio)
         if self.query_scale > LIMIT:
             raise InvalidParameter(
-                f"{owner}: sensitivity / epsilon = {float(ratio):.3g} gives noise scales "
-                "above 2^1000; the answers would be pure noise."
+                f"{owner}: sensitivity={self.sensitivity!r} and epsilon={self.epsilon!r} give "
+                "noise scales above 2^1000; the answers would be pure noise."
             )
 
     @property

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from scipy import optimize
 
-from dpkit.accounting._math.rounding import up
+from dpkit.accounting._math.rounding import up, up_terms
 
 __all__ = [
     "pure_to_rdp_epsilon",
@@ -50,7 +50,8 @@ def pure_to_rdp_epsilon(epsilon: float, order: float) -> float:
     ratio_m1 = math.exp(-epsilon) * -math.expm1(-2.0 * t * epsilon)
     ratio_m1 /= 1.0 + math.exp(-(2.0 * order - 1.0) * epsilon)
     value = epsilon - math.log1p(ratio_m1) / t
-    return min(epsilon, max(0.0, up(value, 4)))
+    # The two terms are at most eps and cancel as a -> 1: the error is a few ulps of eps.
+    return min(epsilon, max(0.0, up_terms(value, epsilon)))
 
 
 def pure_to_zcdp_rho(epsilon: float) -> float:
@@ -69,9 +70,10 @@ def zcdp_epsilon_simple(rho: float, delta: float) -> float:
 
 def _zcdp_epsilon_at(rho: float, log_delta: float, t: float) -> float:
     # [CKS20] Prop. 12 applied to the curve eps(a) = a * rho, at order a = 1 + t:
-    # eps = a*rho + log(1 - 1/a) - (log(delta) + log(a)) / (a - 1).
+    # eps = a*rho + log(1 - 1/a) - (log(delta) + log(a)) / (a - 1), rounded up.
     # log(1 - 1/a) = log(t / (1 + t)) = -log1p(1/t).
-    return (1.0 + t) * rho - math.log1p(1.0 / t) - (log_delta + math.log1p(t)) / t
+    terms = ((1.0 + t) * rho, -math.log1p(1.0 / t), -(log_delta + math.log1p(t)) / t)
+    return up_terms(math.fsum(terms), *terms, log_delta / t)
 
 
 def zcdp_epsilon(rho: float, delta: float) -> float:
@@ -100,7 +102,7 @@ def zcdp_epsilon(rho: float, delta: float) -> float:
     if stationary(t_lo) >= 0.0:  # pragma: no cover - needs rho above ~1e300
         return simple
     t_star = float(optimize.brentq(stationary, t_lo, t_hi, xtol=1e-15, rtol=1e-15))
-    value = up(_zcdp_epsilon_at(rho, log_delta, t_star), 8)
+    value = _zcdp_epsilon_at(rho, log_delta, t_star)
     return max(0.0, min(value, simple))
 
 
@@ -129,13 +131,15 @@ def zcdp_delta(rho: float, epsilon: float) -> float:
         best = 0.0
     else:
         t = float(optimize.brentq(stationary, t_lo, t_hi, xtol=1e-15, rtol=1e-15))
-        best = t * ((1.0 + t) * rho - epsilon) - (1.0 + t) * math.log1p(1.0 / t) - math.log(t)
+        terms = (t * ((1.0 + t) * rho - epsilon), -(1.0 + t) * math.log1p(1.0 / t), -math.log(t))
+        best = up_terms(math.fsum(terms), *terms, t * (1.0 + t) * rho, t * epsilon)
     log_delta = best
     if epsilon >= rho:
-        log_delta = min(log_delta, -((epsilon - rho) ** 2) / (4.0 * rho))
+        simple = -((epsilon - rho) ** 2) / (4.0 * rho)
+        log_delta = min(log_delta, up_terms(simple, simple, epsilon, rho))
     if log_delta >= 0.0:
         return 1.0
-    return min(1.0, up(math.exp(up(log_delta, 8)), 4))
+    return min(1.0, up(math.exp(log_delta), 4))
 
 
 def rdp_epsilon(orders: Sequence[float], epsilons: Sequence[float], delta: float) -> float:
@@ -161,11 +165,11 @@ def rdp_epsilon(orders: Sequence[float], epsilons: Sequence[float], delta: float
         if eps_a <= kl_limit:
             return 0.0
         t = order - 1.0
-        value = eps_a - math.log1p(1.0 / t) - (log_delta + math.log(order)) / t
-        best = min(best, value)
+        terms = (eps_a, -math.log1p(1.0 / t), -(log_delta + math.log(order)) / t)
+        best = min(best, up_terms(math.fsum(terms), *terms, log_delta / t))
     if math.isinf(best):
         return math.inf
-    return max(0.0, up(best, 8))
+    return max(0.0, best)
 
 
 def rdp_delta(orders: Sequence[float], epsilons: Sequence[float], epsilon: float) -> float:
@@ -184,10 +188,13 @@ def rdp_delta(orders: Sequence[float], epsilons: Sequence[float], epsilon: float
             continue
         kl_bound = 0.5 * math.log(-math.expm1(-eps_a)) if eps_a > 0.0 else -math.inf
         t = order - 1.0
-        prop12 = t * (eps_a - epsilon - math.log1p(1.0 / t)) - math.log(order)
+        inner = (eps_a, -epsilon, -math.log1p(1.0 / t))
+        prop12 = t * math.fsum(inner) - math.log(order)
+        prop12 = up_terms(prop12, t * max(map(abs, inner)), math.log(order))
+        kl_bound = up_terms(kl_bound, kl_bound) if kl_bound > -math.inf else kl_bound
         best = min(best, kl_bound, prop12)
     if best == -math.inf:
         return 0.0
     if best >= 0.0:
         return 1.0
-    return min(1.0, up(math.exp(up(best, 8)), 4))
+    return min(1.0, up(math.exp(best), 4))

@@ -7,10 +7,10 @@ safe direction with the helpers below:
 - :func:`sum_up`, :func:`mul_up`, :func:`div_up` and :func:`fraction_up` are exact:
   they compute the true rational value with :class:`fractions.Fraction` and return the
   smallest float that is not below it.
-- :func:`up` steps a computed value a few units in the last place towards +inf. It is
-  used after closed forms (a handful of correctly rounded operations, each off by at
-  most half an ulp) and after root finders (whose answer is first moved to the safe
-  side of the bracket).
+- :func:`up` steps a computed value a few units in the last place towards +inf, and
+  :func:`up_terms` adds a few ulps of the largest term of a short sum (whose error is
+  absolute, not relative, when the terms cancel). They are used after closed forms and
+  after root finders (whose answer is first moved to the safe side of the bracket).
 - :func:`inflate` multiplies by ``1 + rel`` (rounded up) for long computations (sums of
   many terms, special functions) whose relative error is bounded by ``rel``.
 """
@@ -21,7 +21,19 @@ import math
 from collections.abc import Callable, Iterable
 from fractions import Fraction
 
-__all__ = ["div_up", "fraction_up", "inflate", "mul_up", "product_up", "settle_up", "sum_up", "up"]
+__all__ = [
+    "div_down",
+    "div_up",
+    "fraction_down",
+    "fraction_up",
+    "inflate",
+    "mul_up",
+    "product_up",
+    "settle_up",
+    "sum_up",
+    "up",
+    "up_terms",
+]
 
 
 def fraction_up(value: Fraction) -> float:
@@ -65,11 +77,39 @@ def div_up(numerator: float, denominator: float) -> float:
     return fraction_up(Fraction(numerator) / Fraction(denominator))
 
 
+def fraction_down(value: Fraction) -> float:
+    """The largest float that is <= ``value`` (for parameters that must not grow)."""
+    result = float(value)
+    if Fraction(result) > value:
+        result = math.nextafter(result, -math.inf)
+    return result
+
+
+def div_down(numerator: float, denominator: float) -> float:
+    """The exact quotient of two positive finite floats, rounded down.
+
+    For example a noise multiplier ``scale / sensitivity`` stated in an event: rounding
+    it down can only overstate the privacy cost the event implies.
+    """
+    return fraction_down(Fraction(numerator) / Fraction(denominator))
+
+
 def up(value: float, ulps: int = 2) -> float:
     """``value`` moved ``ulps`` representable floats towards +inf."""
     for _ in range(ulps):
         value = math.nextafter(value, math.inf)
     return value
+
+
+def up_terms(value: float, *terms: float, ulps: int = 8) -> float:
+    """``value`` plus ``ulps`` units in the last place of its largest term, rounded up.
+
+    For a closed form computed as a short sum of ``terms`` (each correctly rounded or
+    within a few ulps): the absolute error is a few ulps of the largest term even when
+    the terms cancel and ``value`` is much smaller than they are.
+    """
+    scale = max(abs(term) for term in terms) if terms else abs(value)
+    return up(value + ulps * math.ulp(scale), 1)
 
 
 def inflate(value: float, rel: float) -> float:
