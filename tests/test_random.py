@@ -44,7 +44,7 @@ def test_random_passes_through() -> None:
 
 def test_spawn_is_reproducible_independent_and_fresh() -> None:
     a1, b1 = seeded(9).spawn(2)
-    a2, b2 = seeded(9).spawn(2)
+    a2, _ = seeded(9).spawn(2)
     assert np.array_equal(a1.uint64(10), a2.uint64(10))
     assert not np.array_equal(a1.uint64(10), b1.uint64(10))
     parent = seeded(9)

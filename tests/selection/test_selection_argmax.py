@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import decimal
+import itertools
 import math
 from decimal import Decimal
 
@@ -47,7 +48,7 @@ def test_float_noise_is_within_the_certified_margin(kind: str) -> None:
 @pytest.mark.parametrize("kind", KINDS)
 def test_noise_is_increasing_with_the_stated_ends(kind: str) -> None:
     values = [exact_noise(kind, x) for x in EDGE_X]
-    assert all(a < b for a, b in zip(values, values[1:], strict=False))
+    assert all(a < b for a, b in itertools.pairwise(values))
     assert values[-1] == Decimal("Infinity")
     assert values[0] == (Decimal(0) if kind == "exponential" else Decimal("-Infinity"))
 

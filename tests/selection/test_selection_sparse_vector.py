@@ -166,3 +166,17 @@ def test_exact_comparison_gives_up_loudly(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(_above, "_MAX_ROUNDS", 0)
     with pytest.raises(AssertionError, match="bug in dpkit"):
         SparseVector(epsilon=1.0, threshold=0.0).release([0.0], rng=seeded(0))
+
+
+def test_threshold_in_an_end_interval_is_handled_and_tightened() -> None:
+    # U_0 in [0, 2^-53): the threshold noise is unbounded below at 53 bits, so the
+    # float filter cannot decide anything until the exact layer refines U_0.
+    state = _above.NoisyThreshold(0.0, 1.0, 2.0, seeded(10))
+    state._uniform = _above._Uniform(0)
+    state._noise_low, state._noise_high = -math.inf, -36.0
+    # T + X_0 is below -36, far below every answer: the first query is above.
+    assert state.first_above(np.array([-5.0, 3.0])) == 0
+    assert math.isfinite(state._noise_low) and state._noise_low < -36.0
+    # The filter now decides on its own: a query far above is settled in float.
+    above, below = state._float_decisions(np.array([100.0]), np.array([2**52], dtype=np.uint64))
+    assert above[0] and not below[0]

@@ -9,7 +9,6 @@ pattern), so a new mechanism writes only its hooks.
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -146,17 +145,3 @@ class Mechanism(ABC):
 
     def _repr_fields(self) -> tuple[str, ...]:
         return ()
-
-
-def round_up(x: float, steps: int = 1) -> float:
-    """``x`` moved up by ``steps`` floats: a float result >= the exact real it rounds."""
-    for _ in range(steps):
-        x = math.nextafter(x, math.inf)
-    return x
-
-
-def round_down(x: float, steps: int = 1) -> float:
-    """``x`` moved down by ``steps`` floats (towards -inf)."""
-    for _ in range(steps):
-        x = math.nextafter(x, -math.inf)
-    return x

@@ -25,11 +25,16 @@ from scipy.special import ndtri
 
 from dpkit import _validation as check
 from dpkit import noise
-from dpkit.accounting._math.gaussian import gaussian_sigma_analytic, gaussian_sigma_classic
+from dpkit.accounting._math.gaussian import (
+    gaussian_rho,
+    gaussian_sigma_analytic,
+    gaussian_sigma_classic,
+)
+from dpkit.accounting._math.rounding import div_down, up
 from dpkit.accounting.events import DiscreteGaussianEvent, Event, GaussianEvent
 from dpkit.accounting.guarantees import ZCDP, ApproxDP
 from dpkit.errors import InvalidParameter
-from dpkit.mechanisms._base import ErrorBound, Mechanism, Release, round_up
+from dpkit.mechanisms._base import ErrorBound, Mechanism, Release
 from dpkit.random import Random, RandomLike
 
 __all__ = ["DiscreteGaussian", "Gaussian", "discrete_gaussian", "gaussian"]
@@ -50,7 +55,7 @@ def _sigma_for(
         if epsilon is not None or delta is not None:
             raise InvalidParameter(f"{owner}: give either rho, or epsilon and delta, not both.")
         rho = check.check_positive(rho, "rho", owner)
-        return round_up(sensitivity / math.sqrt(2.0 * rho), 2), ZCDP(rho)
+        return up(sensitivity / math.sqrt(2.0 * rho), 2), ZCDP(rho)
     if epsilon is None or delta is None:
         raise InvalidParameter(f"{owner}: give rho, or both epsilon and delta.")
     epsilon = check.check_epsilon(epsilon, owner)
@@ -66,7 +71,7 @@ def _sigma_for(
 
 def _gaussian_error(sigma: float, confidence: float, extra: float) -> ErrorBound:
     z = float(ndtri((1 + confidence) / 2))
-    return ErrorBound(sigma, round_up(sigma * z * (1 + 1e-12) + extra), confidence)
+    return ErrorBound(sigma, up(sigma * z * (1 + 1e-12) + extra), confidence)
 
 
 class Gaussian(Mechanism):
@@ -139,11 +144,12 @@ class Gaussian(Mechanism):
     @property
     def rho(self) -> float:
         """zCDP parameter ``s^2 / (2 sigma^2)`` (rounded up)."""
-        return round_up((self.sensitivity / self.sigma) ** 2 / 2, 2)
+        return gaussian_rho(self.sigma, self.sensitivity)  # exact, rounded up
 
     @property
     def event(self) -> Event:
-        return GaussianEvent(noise_multiplier=self.sigma / self.sensitivity)
+        # Rounded down: a smaller noise multiplier only overstates the cost.
+        return GaussianEvent(noise_multiplier=div_down(self.sigma, self.sensitivity))
 
     @property
     def guarantee(self) -> ZCDP | ApproxDP:
@@ -216,7 +222,7 @@ class DiscreteGaussian(Mechanism):
     @property
     def rho(self) -> float:
         """zCDP parameter ``s^2 / (2 sigma^2)`` (rounded up)."""
-        return round_up((self.sensitivity / self.sigma) ** 2 / 2, 2)
+        return gaussian_rho(self.sigma, self.sensitivity)  # exact, rounded up
 
     @property
     def event(self) -> Event:

@@ -22,10 +22,11 @@ import numpy.typing as npt
 
 from dpkit import _validation as check
 from dpkit import noise
+from dpkit.accounting._math.rounding import div_down, div_up, up
 from dpkit.accounting.events import DiscreteLaplaceEvent, Event, LaplaceEvent
 from dpkit.accounting.guarantees import PureDP
 from dpkit.errors import InvalidParameter
-from dpkit.mechanisms._base import ErrorBound, Mechanism, Release, round_up
+from dpkit.mechanisms._base import ErrorBound, Mechanism, Release
 from dpkit.random import Random, RandomLike
 
 __all__ = ["DiscreteLaplace", "Laplace", "discrete_laplace", "laplace"]
@@ -81,7 +82,7 @@ class Laplace(Mechanism):
             else noise.check_granularity(granularity, self.scale, owner)
         )
         # epsilon = s / b, rounded up so the stated guarantee is never optimistic.
-        self._epsilon = round_up(self.sensitivity / self.scale)
+        self._epsilon = div_up(self.sensitivity, self.scale)
 
     @classmethod
     def calibrate(
@@ -92,7 +93,7 @@ class Laplace(Mechanism):
         sensitivity = check.check_positive(sensitivity, "sensitivity", "Laplace.calibrate")
         # b = s / epsilon rounded up: a larger scale is never less private.
         mechanism = cls(
-            scale=round_up(sensitivity / epsilon), sensitivity=sensitivity, granularity=granularity
+            scale=div_up(sensitivity, epsilon), sensitivity=sensitivity, granularity=granularity
         )
         # The scale is >= s/epsilon exactly, so the request is a valid statement.
         mechanism._epsilon = epsilon
@@ -105,7 +106,8 @@ class Laplace(Mechanism):
 
     @property
     def event(self) -> Event:
-        return LaplaceEvent(noise_multiplier=self.scale / self.sensitivity)
+        # Rounded down: an accountant reads epsilon = 1 / noise_multiplier.
+        return LaplaceEvent(noise_multiplier=div_down(self.scale, self.sensitivity))
 
     @property
     def guarantee(self) -> PureDP:
@@ -114,7 +116,7 @@ class Laplace(Mechanism):
     def _error(self, confidence: float) -> ErrorBound:
         return ErrorBound(
             standard_deviation=math.sqrt(2.0) * self.scale,
-            half_width=round_up(self.scale * -math.log1p(-confidence) + self.granularity / 2),
+            half_width=up(self.scale * -math.log1p(-confidence) + self.granularity / 2),
             confidence=confidence,
         )
 
@@ -164,14 +166,14 @@ class DiscreteLaplace(Mechanism):
                 "scale", owner, f"a float in (0, {noise.MAX_SCALE:g}]", scale
             )
         self.sensitivity = check.check_count(sensitivity, "sensitivity", owner)
-        self._epsilon = round_up(self.sensitivity / self.scale)
+        self._epsilon = div_up(self.sensitivity, self.scale)
 
     @classmethod
     def calibrate(cls, *, epsilon: float, sensitivity: int = 1) -> DiscreteLaplace:
         """The discrete Laplace mechanism that is ``epsilon``-DP."""
         epsilon = check.check_epsilon(epsilon, "DiscreteLaplace.calibrate")
         sensitivity = check.check_count(sensitivity, "sensitivity", "DiscreteLaplace.calibrate")
-        mechanism = cls(scale=round_up(sensitivity / epsilon), sensitivity=sensitivity)
+        mechanism = cls(scale=div_up(sensitivity, epsilon), sensitivity=sensitivity)
         mechanism._epsilon = epsilon  # scale >= s/epsilon exactly
         return mechanism
 

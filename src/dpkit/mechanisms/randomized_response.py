@@ -23,10 +23,11 @@ import numpy as np
 import numpy.typing as npt
 
 from dpkit import _validation as check
+from dpkit.accounting._math.rounding import down
 from dpkit.accounting.events import Event, RandomizedResponseEvent
 from dpkit.accounting.guarantees import PureDP
 from dpkit.errors import DataError, InvalidParameter
-from dpkit.mechanisms._base import Mechanism, Release, round_down
+from dpkit.mechanisms._base import Mechanism, Release
 from dpkit.noise import _exact
 from dpkit.random import Random, RandomLike
 
@@ -93,7 +94,7 @@ class RandomizedResponse(Mechanism):
         k = len(values)
         # Flip probability (k-1)/(e^eps + k - 1) = exp(-gamma); gamma rounded down
         # (two floats below the computed value, which is within 1 ulp) flips more often.
-        self._gamma = max(0.0, round_down(math.log1p(math.exp(self.epsilon) / (k - 1)), 2))
+        self._gamma = max(0.0, down(math.log1p(math.exp(self.epsilon) / (k - 1)), 2))
 
     @property
     def truth_probability(self) -> float:

@@ -36,10 +36,11 @@ import numpy.typing as npt
 
 from dpkit import _validation as check
 from dpkit import noise
+from dpkit.accounting._math.rounding import div_up, down, up
 from dpkit.accounting.events import Event, TruncatedLaplaceEvent
 from dpkit.accounting.guarantees import ApproxDP
 from dpkit.errors import InvalidParameter
-from dpkit.mechanisms._base import ErrorBound, Mechanism, Release, round_down, round_up
+from dpkit.mechanisms._base import ErrorBound, Mechanism, Release
 from dpkit.random import Random, RandomLike
 
 __all__ = ["TruncatedLaplace", "truncated_laplace", "truncated_laplace_delta"]
@@ -58,7 +59,7 @@ def truncated_laplace_delta(*, epsilon: float, bound: float, sensitivity: float 
     epsilon = check.check_positive(epsilon, "epsilon", owner)
     bound = check.check_positive(bound, "bound", owner)
     sensitivity = check.check_positive(sensitivity, "sensitivity", owner)
-    return _delta(epsilon, round_down(bound * epsilon / sensitivity, 2), sensitivity, bound, owner)
+    return _delta(epsilon, down(bound * epsilon / sensitivity, 2), sensitivity, bound, owner)
 
 
 def _delta(
@@ -70,9 +71,9 @@ def _delta(
         raise InvalidParameter.for_parameter(
             "bound", owner, f"larger than the sensitivity ({sensitivity!r})", bound
         )
-    numerator = round_up(math.expm1(epsilon), 2)
-    denominator = round_down(2 * math.expm1(bound_over_scale), 2)
-    return round_up(numerator / denominator)
+    numerator = up(math.expm1(epsilon), 2)
+    denominator = down(2 * math.expm1(bound_over_scale), 2)
+    return up(numerator / denominator)
 
 
 class TruncatedLaplace(Mechanism):
@@ -122,11 +123,11 @@ class TruncatedLaplace(Mechanism):
             raise InvalidParameter.for_parameter(
                 "scale", owner, f"a float in (0, {noise.MAX_SCALE:g}]", scale
             )
-        self.epsilon = round_up(self.sensitivity / self.scale)
+        self.epsilon = div_up(self.sensitivity, self.scale)
         # A/lam rounded down: a smaller exponent only overstates delta.
         self.delta = _delta(
             self.epsilon,
-            round_down(self.bound / self.scale),
+            down(self.bound / self.scale),
             self.sensitivity,
             self.bound,
             "TruncatedLaplace",
@@ -149,7 +150,7 @@ class TruncatedLaplace(Mechanism):
         if delta >= 0.5:
             raise InvalidParameter.for_parameter("delta", owner, "a float in (0, 0.5)", delta)
         sensitivity = check.check_positive(sensitivity, "sensitivity", owner)
-        scale = round_up(sensitivity / epsilon)
+        scale = div_up(sensitivity, epsilon)
         if calibration == "tight":
             bound = scale * math.log1p(math.expm1(epsilon) / (2 * delta))
         elif calibration == "post":
@@ -160,7 +161,7 @@ class TruncatedLaplace(Mechanism):
             )
         # Round the support up by 8 ulps (more than the error of the few correctly
         # rounded or 1-ulp operations above): a wider support only lowers delta.
-        mechanism = cls(scale=scale, bound=round_up(bound, 8), sensitivity=sensitivity)
+        mechanism = cls(scale=scale, bound=up(bound, 8), sensitivity=sensitivity)
         # scale >= s/epsilon exactly, so the true epsilon is at most the request.
         mechanism.epsilon = epsilon
         if calibration == "tight":
@@ -187,7 +188,7 @@ class TruncatedLaplace(Mechanism):
         second_moment = 2 * lam**2 * (1 - (big_a / lam + big_a**2 / (2 * lam**2)) * r / (1 - r))
         return ErrorBound(
             math.sqrt(max(second_moment, 0.0)),
-            round_up(width + self.granularity / 2),
+            up(width + self.granularity / 2),
             confidence,
         )
 

@@ -434,15 +434,19 @@ def rounded_gaussian(fraction: FloatArray, sigma: float, rng: Random) -> IntArra
         ok = rounded == np.floor(centre + half)
         result = rounded.astype(np.int64)
         for j in np.flatnonzero(~ok):
-            i = int(chosen[j])
-            if i in settled:
-                result[j] = settled[i]
+            proposal = int(chosen[j])
+            if proposal in settled:
+                result[j] = settled[proposal]
             else:
                 result[j] = _round_scaled_exact(
-                    _prefix_int(k1[i]), float(f[j]), -1 if negative[i] else 1, sigma, rng
+                    _prefix_int(k1[proposal]),
+                    float(f[j]),
+                    -1 if negative[proposal] else 1,
+                    sigma,
+                    rng,
                 )
         for j in np.flatnonzero(np.isin(chosen, list(settled))):
-            result[j] = settled[int(chosen[j])]
+            result[j] = settled[int(chosen[j])]  # settled jointly, rounding included
         out[slots] = result
         filled += chosen.size
     return out

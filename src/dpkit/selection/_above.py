@@ -15,6 +15,7 @@ give the same mechanism.
 from __future__ import annotations
 
 import decimal
+import math
 from decimal import Decimal
 
 import numpy as np
@@ -81,7 +82,8 @@ class NoisyThreshold:
         self.rng = rng
         prefix = int(rng.uint64(1)[0] >> _SHIFT)
         self._uniform = _Uniform(prefix)
-        ends = noise_at("laplace", np.array([prefix, prefix + 1.0]))
+        with np.errstate(divide="ignore"):  # log(0): the prefix 0 has -inf as lower end
+            ends = noise_at("laplace", np.array([prefix, prefix + 1.0]))
         self._noise_low, self._noise_high = float(ends[0]), float(ends[1])
 
     def first_above(self, answers: FloatArray) -> int | None:
@@ -120,9 +122,9 @@ class NoisyThreshold:
         """
         b1, b2 = self.threshold_scale, self.query_scale
         x = prefixes.astype(np.float64)
-        q_low, q_high = noise_at("laplace", x), noise_at("laplace", x + 1.0)
-        gap = answers - self.threshold
-        with np.errstate(invalid="ignore", over="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            q_low, q_high = noise_at("laplace", x), noise_at("laplace", x + 1.0)
+            gap = answers - self.threshold
             low = gap + b2 * q_low - b1 * self._noise_high
             high = gap + b2 * q_high - b1 * self._noise_low
             noise_size = np.maximum(np.abs(q_low), np.abs(q_high)) + 1.0
@@ -143,14 +145,28 @@ class NoisyThreshold:
                 gap = Decimal(gap_float[0]) - Decimal(gap_float[1])
                 q_low, q_high = query.noise_ends()
                 t_low, t_high = self._uniform.noise_ends()
+                unit = Decimal(10) ** (6 - precision)
+                self._tighten(t_low, t_high, unit)
                 size = (
                     abs(gap)
                     + b2 * (max(abs(q_low), abs(q_high)) + 1)
                     + b1 * (max(abs(t_low), abs(t_high)) + 1)
                 )
-                padding = size * Decimal(10) ** (6 - precision)
+                padding = size * unit
                 if gap + b2 * q_low - b1 * t_high - padding > 0:
                     return True
                 if gap + b2 * q_high - b1 * t_low + padding < 0:
                     return False
         raise InternalError("An AboveThreshold comparison could not be decided.")
+
+    def _tighten(self, low: Decimal, high: Decimal, unit: Decimal) -> None:
+        """Narrow the float filter's bounds on ``X_0`` to what its refined bits say.
+
+        Rarely matters, but when ``U_0`` fell in an end interval (``X_0`` unbounded at
+        53 bits) it keeps the rest of the run on the fast float filter.
+        """
+        padding = (max(abs(low), abs(high)) + 1) * unit
+        new_low = math.nextafter(float(low - padding), -math.inf)
+        new_high = math.nextafter(float(high + padding), math.inf)
+        self._noise_low = max(self._noise_low, new_low)
+        self._noise_high = min(self._noise_high, new_high)

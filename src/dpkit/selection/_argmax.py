@@ -58,7 +58,6 @@ UIntArray = npt.NDArray[np.uint64]
 CHUNK = 1 << 16
 
 _SHIFT = np.uint64(64 - PREFIX_BITS)
-_ONE = np.uint64(1)
 _H = 2.0**-PREFIX_BITS  # width of a prefix interval
 _TWO53 = 2.0**PREFIX_BITS
 _TWO52 = 2.0 ** (PREFIX_BITS - 1)

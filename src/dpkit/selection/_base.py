@@ -114,7 +114,7 @@ class NoisyArgmax(Mechanism):
 
     @property
     def noise(self) -> str:
-        """The noise added to each scaled score: ``"gumbel"``, ``"exponential"`` or ``"laplace"``."""
+        """The noise added to each scaled score: ``"gumbel"``, ``"exponential"``, ``"laplace"``."""
         return self._noise
 
     @property

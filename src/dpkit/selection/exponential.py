@@ -81,12 +81,12 @@ class ExponentialMechanism(NoisyArgmax):
 
     Examples
     --------
-    >>> import dpkit as dp
+    >>> from dpkit.testing import seeded  # a seeded generator, for a reproducible example
     >>> from dpkit.selection import ExponentialMechanism
     >>> mechanism = ExponentialMechanism(epsilon=1.0, sensitivity=1.0)
     >>> mechanism.guarantee, mechanism.rho
     (PureDP(epsilon=1.0), 0.125)
-    >>> release = mechanism.release([3.0, 40.0, 5.0], rng=dp.testing.seeded(0))
+    >>> release = mechanism.release([3.0, 40.0, 5.0], rng=seeded(0))
     >>> release.value
     1
     """

@@ -91,13 +91,13 @@ class ReportNoisyMax(NoisyArgmax):
 
     Examples
     --------
-    >>> import dpkit as dp
+    >>> from dpkit.testing import seeded  # a seeded generator, for a reproducible example
     >>> from dpkit.selection import ReportNoisyMax
     >>> counts = [120.0, 80.0, 310.0, 95.0]
     >>> mechanism = ReportNoisyMax(epsilon=1.0, noise="laplace", monotonic=True)
     >>> mechanism.scale  # Laplace noise of scale sensitivity / epsilon
     1.0
-    >>> mechanism.release(counts, rng=dp.testing.seeded(1)).value
+    >>> mechanism.release(counts, rng=seeded(1)).value
     2
     """
 
@@ -129,7 +129,7 @@ class ReportNoisyMax(NoisyArgmax):
 
 
 class PermuteAndFlip(NoisyArgmax):
-    """Permute-and-flip (McKenna & Sheldon 2020), sampled as report-noisy-max with exponential noise.
+    """Permute-and-flip (McKenna & Sheldon 2020), sampled as noisy max with exponential noise.
 
     Permute-and-flip visits the candidates in a uniformly random order and stops at
     candidate ``i`` with probability ``exp(c (s_i - s_max))``. Ding et al. 2021 proved
@@ -175,9 +175,9 @@ class PermuteAndFlip(NoisyArgmax):
 
     Examples
     --------
-    >>> import dpkit as dp
+    >>> from dpkit.testing import seeded  # a seeded generator, for a reproducible example
     >>> from dpkit.selection import PermuteAndFlip
-    >>> PermuteAndFlip(epsilon=2.0).release([0.0, 9.0, 1.0], rng=dp.testing.seeded(2)).value
+    >>> PermuteAndFlip(epsilon=2.0).release([0.0, 9.0, 1.0], rng=seeded(2)).value
     1
     """
 

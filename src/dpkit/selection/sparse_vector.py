@@ -89,12 +89,12 @@ class SparseVector(Mechanism):
 
     Examples
     --------
-    >>> import dpkit as dp
+    >>> from dpkit.testing import seeded  # a seeded generator, for a reproducible example
     >>> from dpkit.selection import SparseVector
     >>> mechanism = SparseVector(epsilon=1.0, threshold=100.0)
     >>> mechanism.threshold_scale, mechanism.query_scale
     (2.0, 4.0)
-    >>> mechanism.release([3.0, 12.0, 250.0, 7.0], rng=dp.testing.seeded(0)).value
+    >>> mechanism.release([3.0, 12.0, 250.0, 7.0], rng=seeded(0)).value
     2
     """
 
@@ -154,12 +154,13 @@ class SparseVector(Mechanism):
         return float(np.nextafter(alpha * (1.0 + 1e-12), np.inf))
 
     def stream(self, *, rng: RandomLike | None = None) -> SparseVectorStream:
-        """Start an online run: answer queries one at a time with :meth:`SparseVectorStream.query`."""
+        """Start an online run: answer queries one by one with :meth:`SparseVectorStream.query`."""
         return SparseVectorStream(self, as_random(rng))
 
     def _check_value(self, value: Any) -> npt.NDArray[np.float64]:
         answers = check.check_array(value, "answers", "SparseVector.release", ndim=1)
-        return np.clip(answers, -LIMIT, LIMIT)
+        clipped: npt.NDArray[np.float64] = np.clip(answers, -LIMIT, LIMIT)
+        return clipped
 
     def _sample(self, value: npt.NDArray[np.float64], rng: Random) -> int | None:
         state = NoisyThreshold(self.threshold, self.threshold_scale, self.query_scale, rng)

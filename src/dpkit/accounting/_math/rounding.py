@@ -24,6 +24,7 @@ from fractions import Fraction
 __all__ = [
     "div_down",
     "div_up",
+    "down",
     "fraction_down",
     "fraction_up",
     "inflate",
@@ -98,6 +99,13 @@ def up(value: float, ulps: int = 2) -> float:
     """``value`` moved ``ulps`` representable floats towards +inf."""
     for _ in range(ulps):
         value = math.nextafter(value, math.inf)
+    return value
+
+
+def down(value: float, ulps: int = 2) -> float:
+    """``value`` moved ``ulps`` representable floats towards -inf."""
+    for _ in range(ulps):
+        value = math.nextafter(value, -math.inf)
     return value
 
 
