@@ -21,6 +21,7 @@ from dpkit.accounting._math.gaussian import (
     gaussian_sigma_classic,
 )
 from dpkit.accounting._math.laplace import laplace_rdp
+from dpkit.accounting.accountant import Accountant
 from dpkit.accounting.composition import (
     advanced_composition,
     compose_pure_via_zcdp,
@@ -37,10 +38,12 @@ from dpkit.accounting.events import (
     LaplaceEvent,
     NoOpEvent,
     PermuteAndFlipEvent,
+    PoissonSampledEvent,
     PureEvent,
     RandomizedResponseEvent,
     RepeatedEvent,
     ReportNoisyMaxEvent,
+    SampledWithoutReplacementEvent,
     SparseVectorEvent,
     TruncatedLaplaceEvent,
     ZCDPEvent,
@@ -49,11 +52,13 @@ from dpkit.accounting.events import (
     zcdp_rho,
 )
 from dpkit.accounting.guarantees import DEFAULT_ORDERS, RDP, ZCDP, ApproxDP, Guarantee, PureDP
+from dpkit.accounting.simple import PureAccountant, ZCDPAccountant
 
 __all__ = [
     "DEFAULT_ORDERS",
     "RDP",
     "ZCDP",
+    "Accountant",
     "ApproxDP",
     "ApproxEvent",
     "ComposedEvent",
@@ -66,13 +71,17 @@ __all__ = [
     "LaplaceEvent",
     "NoOpEvent",
     "PermuteAndFlipEvent",
+    "PoissonSampledEvent",
+    "PureAccountant",
     "PureDP",
     "PureEvent",
     "RandomizedResponseEvent",
     "RepeatedEvent",
     "ReportNoisyMaxEvent",
+    "SampledWithoutReplacementEvent",
     "SparseVectorEvent",
     "TruncatedLaplaceEvent",
+    "ZCDPAccountant",
     "ZCDPEvent",
     "advanced_composition",
     "compose_pure_via_zcdp",

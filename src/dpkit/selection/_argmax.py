@@ -367,6 +367,8 @@ def _stream(
             top_low, _ = _float_bounds(kind, prefixes_all[top : top + 1], scaled[top : top + 1])
             best_low = max(best_low, float(top_low[0]))
             local = np.flatnonzero(values >= _screen(best_low))
+            if local.size == 0:  # cannot happen (the top passes), but never index nothing
+                continue
             prefixes = prefixes_all[local]
         low, high = _float_bounds(kind, prefixes, scaled[local])
         best_low = max(best_low, float(low.max()))

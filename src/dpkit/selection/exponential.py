@@ -116,11 +116,33 @@ def exponential(
     monotonic: bool = False,
     rng: RandomLike | None = None,
 ) -> Release[Any]:
-    """Select a candidate with the exponential mechanism (``epsilon``-DP).
+    """Select a candidate with the exponential mechanism.
 
-    Shorthand for ``ExponentialMechanism(epsilon=..., sensitivity=...,
-    monotonic=...).release(scores, rng=rng)``; the release's value is the chosen index.
-    See :class:`ExponentialMechanism` for the exact distribution and the guarantees.
+    Shorthand for ``ExponentialMechanism(...).release(scores, rng=rng)``.
+
+    Parameters
+    ----------
+    scores:
+        One finite score per candidate (a 1-D array or sequence of numbers).
+    epsilon, sensitivity, monotonic:
+        As for :class:`ExponentialMechanism`.
+    rng:
+        Random source (see :func:`dpkit.random.as_random`); None for the secure default.
+
+    Returns
+    -------
+    Release
+        ``value`` is the chosen index (an int) drawn with probability exactly
+        proportional to ``exp(c s_i)``; ``error`` is None.
+
+    Privacy
+    -------
+    ``epsilon``-DP and ``epsilon^2/8``-zCDP (McSherry & Talwar 2007; Dwork & Roth
+    2014, Thm 3.10; Cesar & Rogers 2021). Event: ``ExponentialMechanismEvent``.
+
+    Accuracy
+    --------
+    See :meth:`ExponentialMechanism.accuracy` (Dwork & Roth 2014, Thm 3.11).
     """
     mechanism = ExponentialMechanism(epsilon=epsilon, sensitivity=sensitivity, monotonic=monotonic)
     return mechanism.release(scores, rng=rng)

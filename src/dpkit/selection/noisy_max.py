@@ -197,11 +197,33 @@ def report_noisy_max(
     monotonic: bool = False,
     rng: RandomLike | None = None,
 ) -> Release[Any]:
-    """Select the candidate with the largest noisy score (``epsilon``-DP).
+    """Select the candidate with the largest noisy score (report-noisy-max).
 
-    Shorthand for ``ReportNoisyMax(epsilon=..., sensitivity=..., noise=...,
-    monotonic=...).release(scores, rng=rng)``; the release's value is the chosen index.
-    See :class:`ReportNoisyMax`.
+    Shorthand for ``ReportNoisyMax(...).release(scores, rng=rng)``.
+
+    Parameters
+    ----------
+    scores:
+        One finite score per candidate (a 1-D array or sequence of numbers).
+    epsilon, sensitivity, noise, monotonic:
+        As for :class:`ReportNoisyMax`.
+    rng:
+        Random source (see :func:`dpkit.random.as_random`); None for the secure default.
+
+    Returns
+    -------
+    Release
+        ``value`` is the index of the largest noisy score, computed exactly on real
+        numbers; ``error`` is None.
+
+    Privacy
+    -------
+    ``epsilon``-DP for each noise (Dwork & Roth 2014, Claim 3.9). Event: by noise, see
+    :class:`ReportNoisyMax`.
+
+    Accuracy
+    --------
+    See :meth:`ReportNoisyMax.accuracy`.
     """
     mechanism = ReportNoisyMax(
         epsilon=epsilon, sensitivity=sensitivity, noise=noise, monotonic=monotonic
@@ -217,11 +239,33 @@ def permute_and_flip(
     monotonic: bool = False,
     rng: RandomLike | None = None,
 ) -> Release[Any]:
-    """Select a candidate with permute-and-flip (``epsilon``-DP).
+    """Select a candidate with permute-and-flip.
 
-    Shorthand for ``PermuteAndFlip(epsilon=..., sensitivity=...,
-    monotonic=...).release(scores, rng=rng)``; the release's value is the chosen index.
-    See :class:`PermuteAndFlip`.
+    Shorthand for ``PermuteAndFlip(...).release(scores, rng=rng)``.
+
+    Parameters
+    ----------
+    scores:
+        One finite score per candidate (a 1-D array or sequence of numbers).
+    epsilon, sensitivity, monotonic:
+        As for :class:`PermuteAndFlip`.
+    rng:
+        Random source (see :func:`dpkit.random.as_random`); None for the secure default.
+
+    Returns
+    -------
+    Release
+        ``value`` is the chosen index; ``error`` is None.
+
+    Privacy
+    -------
+    ``epsilon``-DP (McKenna & Sheldon 2020; Ding et al. 2021). Event:
+    ``PermuteAndFlipEvent``.
+
+    Accuracy
+    --------
+    Never worse than the exponential mechanism in expected score; see
+    :meth:`PermuteAndFlip.accuracy`.
     """
     mechanism = PermuteAndFlip(epsilon=epsilon, sensitivity=sensitivity, monotonic=monotonic)
     return mechanism.release(scores, rng=rng)

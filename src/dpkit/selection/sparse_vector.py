@@ -246,11 +246,33 @@ def sparse_vector(
     monotonic: bool = False,
     rng: RandomLike | None = None,
 ) -> Release[Any]:
-    """Find the first query above a threshold with AboveThreshold (``epsilon``-DP).
+    """Find the first query above a threshold with AboveThreshold (sparse vector).
 
-    Shorthand for ``SparseVector(epsilon=..., threshold=..., sensitivity=...,
-    monotonic=...).release(answers, rng=rng)``; the release's value is the index of the
-    first query reported above the threshold, or None. See :class:`SparseVector`.
+    Shorthand for ``SparseVector(...).release(answers, rng=rng)``.
+
+    Parameters
+    ----------
+    answers:
+        The queries' exact answers, in the order they are asked (1-D, finite).
+    epsilon, threshold, sensitivity, monotonic:
+        As for :class:`SparseVector`.
+    rng:
+        Random source (see :func:`dpkit.random.as_random`); None for the secure default.
+
+    Returns
+    -------
+    Release
+        ``value`` is the index of the first query reported above the threshold, or
+        None; ``error`` is None.
+
+    Privacy
+    -------
+    ``epsilon``-DP for the whole run (Dwork & Roth 2014, Thm 3.23; Lyu, Su & Li 2017).
+    Event: ``SparseVectorEvent``.
+
+    Accuracy
+    --------
+    See :meth:`SparseVector.accuracy` (Dwork & Roth 2014, Thm 3.24).
     """
     mechanism = SparseVector(
         epsilon=epsilon, threshold=threshold, sensitivity=sensitivity, monotonic=monotonic
