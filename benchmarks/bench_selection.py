@@ -45,15 +45,15 @@ def table_numpy(n: int) -> None:
             "NumPy exponential-noise one-liner (inexact)": lambda: np.argmax(
                 C * scores + rng.exponential(size=n)
             ),
-            "dpkit permute_and_flip (exact)": lambda: permute_and_flip(
-                scores, epsilon=EPSILON
-            ).value,
+            "dpkit permute_and_flip (exact)": lambda: (
+                permute_and_flip(scores, epsilon=EPSILON).value
+            ),
             "NumPy laplace one-liner (inexact)": lambda: np.argmax(
                 C * scores + rng.laplace(size=n)
             ),
-            "dpkit report_noisy_max laplace (exact)": lambda: report_noisy_max(
-                scores, epsilon=EPSILON, noise="laplace"
-            ).value,
+            "dpkit report_noisy_max laplace (exact)": lambda: (
+                report_noisy_max(scores, epsilon=EPSILON, noise="laplace").value
+            ),
         },
         baseline="NumPy gumbel one-liner (inexact)",
         items=n,

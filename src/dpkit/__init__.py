@@ -11,11 +11,13 @@ Module map
                     composition theorems, events
 ``dp.mechanisms``   Laplace, Gaussian, their discrete versions, truncated Laplace,
                     randomized response (also re-exported here)
+``dp.selection``    exponential mechanism, report-noisy-max, permute-and-flip, sparse
+                    vector (also re-exported here)
 ``dp.testing``      distribution assertions and contract checks for mechanism authors
 ``dp.errors``       the exception hierarchy (also re-exported here)
 """
 
-from dpkit import accounting, errors, mechanisms, noise, random
+from dpkit import accounting, errors, mechanisms, noise, random, selection
 from dpkit.accounting import RDP, ZCDP, ApproxDP, PureDP
 from dpkit.errors import (
     BudgetExceeded,
@@ -47,6 +49,16 @@ from dpkit.mechanisms import (
     truncated_laplace,
 )
 from dpkit.random import Random, as_random
+from dpkit.selection import (
+    ExponentialMechanism,
+    PermuteAndFlip,
+    ReportNoisyMax,
+    SparseVector,
+    exponential,
+    permute_and_flip,
+    report_noisy_max,
+    sparse_vector,
+)
 
 __version__ = "0.1.0"
 
@@ -62,16 +74,20 @@ __all__ = [
     "DiscreteLaplace",
     "EngineError",
     "ErrorBound",
+    "ExponentialMechanism",
     "Gaussian",
     "InsecureRandomWarning",
     "InternalError",
     "InvalidParameter",
     "Laplace",
     "Mechanism",
+    "PermuteAndFlip",
     "PureDP",
     "Random",
     "RandomizedResponse",
     "Release",
+    "ReportNoisyMax",
+    "SparseVector",
     "TruncatedLaplace",
     "UnsupportedEvent",
     "WeakGuaranteeWarning",
@@ -81,11 +97,16 @@ __all__ = [
     "discrete_gaussian",
     "discrete_laplace",
     "errors",
+    "exponential",
     "gaussian",
     "laplace",
     "mechanisms",
     "noise",
+    "permute_and_flip",
     "random",
     "randomized_response",
+    "report_noisy_max",
+    "selection",
+    "sparse_vector",
     "truncated_laplace",
 ]

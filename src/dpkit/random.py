@@ -44,7 +44,7 @@ _KEY_BYTES = 32
 # Bytes of key stream produced per cipher call: large enough to amortise the call,
 # small enough to stay in cache.
 _CHUNK_BYTES = 1 << 20
-_ZEROS = bytes(_CHUNK_BYTES)
+_ZEROS = memoryview(bytes(_CHUNK_BYTES))  # sliced without copying
 
 
 class Random:
@@ -101,14 +101,13 @@ class Random:
         if n < 0:
             raise InvalidParameter.for_parameter("n", "Random.uint64", "an int >= 0", n)
         out = np.empty(n, dtype=np.uint64)
-        view = out.view(np.uint8)
+        view = out.data.cast("B")  # a writable byte view of the output array
         with self._lock:
             self._check_fork()
-            for start in range(0, view.size, _CHUNK_BYTES):
-                stop = min(start + _CHUNK_BYTES, view.size)
-                view[start:stop] = np.frombuffer(
-                    self._cipher.update(_ZEROS[: stop - start]), dtype=np.uint8
-                )
+            # Encrypting zeros writes the key stream straight into the output array.
+            for start in range(0, len(view), _CHUNK_BYTES):
+                stop = min(start + _CHUNK_BYTES, len(view))
+                self._cipher.update_into(_ZEROS[: stop - start], view[start:stop])
         return out
 
     def getrandbits(self, k: int) -> int:

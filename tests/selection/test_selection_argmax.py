@@ -103,9 +103,16 @@ def test_dominant_candidate_wins_at_any_position_and_chunking(kind: str) -> None
 
 
 def test_extreme_score_range_is_clamped_not_nan() -> None:
-    scores = np.array([-1.7e308, 1.7e308, -1.7e308, 0.0])
+    # s_i - s_max overflows (c <= 1) or c (s_i - s_max) does (c > 1); either way the
+    # clamped entries keep a valid upper end and the top score wins.
+    scores = np.array([-1.7e308, 1.7e308, -1.7e308, 0.0, 1.6e308])
     for kind in KINDS:
-        assert _argmax.noisy_argmax(kind, scores, 1.0, seeded(1)) == 1
+        for c in (2.0**-800, 0.5, 1.0, 3.0):
+            assert _argmax.noisy_argmax(kind, scores, c, seeded(1)) == 1
+    many = np.full(300, -1.7e308)
+    many[123] = 1.7e308
+    for chunk in (65, 1000):
+        assert _argmax.noisy_argmax("gumbel", many, 0.5, seeded(2), chunk=chunk) == 123
 
 
 def test_huge_scores_keep_their_differences() -> None:

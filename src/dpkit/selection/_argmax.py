@@ -18,11 +18,11 @@ end reaches ``L*``, the largest certified lower end seen so far, and a single
 comparison against a threshold just below ``L*`` screens out all others. The few that
 pass get certified float bounds (error margin ``FLOAT_MARGIN`` times the operands'
 magnitude, as in the noise samplers), and a pool keeps those whose upper end still
-reaches ``L*``. When more than one survives (about once in 10^11 runs with real
-data), their uniforms are extended 64 random bits at a time and the bounds recomputed
-in :mod:`decimal` with correctly rounded ``ln`` until one candidate's lower end is
-above every other's upper end. The released index is therefore exactly the argmax of
-the real ``V_i``.
+reaches ``L*``. When more than one survives -- the two best noisy scores within
+~10^-11 of each other, about once in 10^10 runs -- their uniforms are extended 64
+random bits at a time and the bounds recomputed in :mod:`decimal` with correctly
+rounded ``ln`` until one candidate's lower end is above every other's upper end.
+The released index is therefore exactly the argmax of the real ``V_i``.
 
 Noises, as increasing functions of a uniform ``u`` (so one code path serves all):
 
@@ -131,13 +131,13 @@ def _upper_values(
 
 
 def _float_bounds(
-    kind: str, prefixes: UIntArray, scaled: FloatArray
+    kind: str, prefixes: UIntArray, scaled: FloatArray, floor: float = -math.inf
 ) -> tuple[FloatArray, FloatArray]:
     """Certified float bounds ``lo <= V_i <= hi`` for the candidates given.
 
     ``scaled`` is the float ``c (s_i - s_max)``, within a relative 2^-52 of the real
-    value (two correctly rounded operations), or ``-MAX`` standing for any real below
-    it (see :func:`noisy_argmax`).
+    value (two correctly rounded operations), or, where it equals ``floor``, an upper
+    bound on a real value that may be anywhere below it (see :func:`_stream`).
     """
     x = prefixes.astype(np.float64)
     ends = noise_at(kind, np.concatenate((x, x + 1.0)))
@@ -145,7 +145,7 @@ def _float_bounds(
     magnitude = np.abs(scaled) + 1.0
     low = scaled + f_low - FLOAT_MARGIN * (magnitude + np.abs(f_low))
     high = scaled + f_high + FLOAT_MARGIN * (magnitude + np.abs(f_high))
-    low[scaled <= -_MAX] = -math.inf
+    low[scaled <= floor] = -math.inf
     return low, high
 
 
@@ -299,12 +299,10 @@ def noisy_argmax(
     if n == 1:
         return 0  # one candidate: no randomness needed, the output is fixed
     s_max, s_min = float(scores.max()), float(scores.min())
-    # -inf (log 0), inf - inf never arises (see _float_bounds) and overflow is clamped.
+    # -inf (log 0) is expected; inf - inf never arises (see _float_bounds, _stream).
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        # c (s_i - s_max) can overflow to -inf only for candidates whose real value is
-        # below -MAX; clamping them to -MAX keeps an upper bound and avoids inf - inf.
-        clamp = not math.isfinite(coefficient * (s_max - s_min))
-        pool = _stream(kind, scores, s_max, coefficient, clamp, rng, chunk)
+        spread_overflows = not math.isfinite(coefficient * (s_max - s_min))
+        pool = _stream(kind, scores, s_max, coefficient, spread_overflows, rng, chunk)
     if pool.index.size == 1:
         return int(pool.index[0])
     if pool.index.size == 0:
@@ -325,12 +323,18 @@ def _stream(
     scores: FloatArray,
     s_max: float,
     coefficient: float,
-    clamp: bool,
+    spread_overflows: bool,
     rng: Random,
     chunk: int,
 ) -> _Pool:
     """One float pass over the scores: the pool of candidates that may still win."""
     n = scores.size
+    # When c (s_i - s_max) can overflow (to -inf, then -inf + inf = nan), clamp it from
+    # below at `floor`, an upper bound on the real value of every overflowed entry:
+    # either s_i - s_max overflowed, so the real value is below -c MAX, or the product
+    # did, so it is below -MAX. A clamped entry keeps a valid upper end and gets the
+    # lower end -inf; with c >= 2^-900 its upper end is below -2^123, out of the race.
+    floor = -min(1.0, coefficient) * _MAX * (1.0 - 2.0**-50) if spread_overflows else -math.inf
     # Buffers reused by every chunk: fresh allocations would cost page faults.
     scaled_buffer, value_buffer, work_buffer, scratch_buffer = np.empty((4, min(chunk, n)))
     word_buffer = np.empty(min(chunk, n), dtype=np.uint64)
@@ -345,8 +349,8 @@ def _stream(
         scaled = scaled_buffer[:size]
         np.subtract(scores[start : start + size], s_max, out=scaled)
         scaled *= coefficient
-        if clamp:
-            np.maximum(scaled, -_MAX, out=scaled)
+        if spread_overflows:
+            np.maximum(scaled, floor, out=scaled)
         if size <= _SMALL:
             # Few scores: certifying all of them is cheaper than screening.
             local = np.arange(size)
@@ -364,13 +368,15 @@ def _stream(
             if not values[top] >= _screen(best_low):
                 continue  # nothing in this chunk can win
             # Certify the chunk's best first: its lower end raises the bar for the rest.
-            top_low, _ = _float_bounds(kind, prefixes_all[top : top + 1], scaled[top : top + 1])
+            top_low, _ = _float_bounds(
+                kind, prefixes_all[top : top + 1], scaled[top : top + 1], floor
+            )
             best_low = max(best_low, float(top_low[0]))
             local = np.flatnonzero(values >= _screen(best_low))
             if local.size == 0:  # cannot happen (the top passes), but never index nothing
                 continue
             prefixes = prefixes_all[local]
-        low, high = _float_bounds(kind, prefixes, scaled[local])
+        low, high = _float_bounds(kind, prefixes, scaled[local], floor)
         best_low = max(best_low, float(low.max()))
         pool.add(local + start, prefixes, low, high)
         pool.prune(best_low)

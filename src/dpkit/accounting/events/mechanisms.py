@@ -248,10 +248,12 @@ class SparseVectorEvent(Event):
     """One run of AboveThreshold (the sparse vector technique), ``epsilon``-DP.
 
     Perturbs the threshold with Laplace noise of scale ``2 D / eps`` and each query of
-    sensitivity ``D`` with scale ``4 D / eps``, and halts after the first query reported
-    above the threshold (Dwork & Roth 2014, Alg. 1 and Thm 3.23; Lyu, Su & Li 2017,
-    Alg. 1). The whole run, however many queries it answers "below", is ``eps``-DP; for
-    ``c`` reported positives compose ``c`` events. zCDP from the pure-DP conversion.
+    sensitivity ``D`` with scale ``4 D / eps`` (``2 D / eps`` when every query moves in
+    the same direction between neighbours: the monotone variant, also ``eps``-DP), and
+    halts after the first query reported above the threshold (Dwork & Roth 2014, Alg. 1
+    and Thm 3.23; Lyu, Su & Li 2017, Alg. 1). The whole run, however many queries it
+    answers "below", is ``eps``-DP; for ``c`` reported positives compose ``c`` events.
+    zCDP from the pure-DP conversion.
     """
 
     epsilon: float
