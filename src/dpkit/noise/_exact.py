@@ -169,12 +169,14 @@ def discrete_laplace(scale: float, size: int, rng: Random) -> IntArray:
 
 
 def _dgauss_accept_exact(prefix: int, y: int, sigma: float, t: int, rng: Random) -> bool:
-    s = Decimal(sigma)
-    shift = abs(Decimal(y)) - s * s / t
+    s, magnitude = Decimal(sigma), abs(Decimal(y))  # exact conversions
 
     def evaluate(u: Decimal) -> tuple[Decimal, Decimal]:
+        # Every rounded operation happens here, in refine's context, so its padding
+        # covers them.
+        shift = magnitude - s * s / t
         z = shift * shift / (2 * s * s)
-        return -u.ln() - z, -u.ln() + z + abs(Decimal(y)) + s
+        return -u.ln() - z, -u.ln() + z + magnitude + s
 
     return refine(prefix, evaluate, decide_sign, rng)
 
