@@ -13,12 +13,24 @@ Module map
                     randomized response (also re-exported here)
 ``dp.selection``    exponential mechanism, report-noisy-max, permute-and-flip, sparse
                     vector (also re-exported here)
+``dp.audit``        lower bounds on epsilon at a confidence: black-box, one-run (SNJ23),
+                    and the floating-point reachability attack (Mironov 2012)
 ``dp.testing``      distribution assertions and contract checks for mechanism authors
 ``dp.errors``       the exception hierarchy (also re-exported here)
 """
 
-from dpkit import accounting, errors, mechanisms, noise, random, selection
-from dpkit.accounting import RDP, ZCDP, ApproxDP, PureDP
+from dpkit import accounting, audit, errors, mechanisms, noise, random, selection
+from dpkit.accounting import (
+    RDP,
+    ZCDP,
+    ApproxDP,
+    ApproxDPFilter,
+    PureDP,
+    PureDPFilter,
+    RDPFilter,
+    ZCDPFilter,
+    privacy_filter,
+)
 from dpkit.errors import (
     BudgetExceeded,
     DataError,
@@ -40,12 +52,14 @@ from dpkit.mechanisms import (
     Mechanism,
     RandomizedResponse,
     Release,
+    SubsampledLaplace,
     TruncatedLaplace,
     discrete_gaussian,
     discrete_laplace,
     gaussian,
     laplace,
     randomized_response,
+    subsampled_laplace,
     truncated_laplace,
 )
 from dpkit.random import Random, as_random
@@ -66,6 +80,7 @@ __all__ = [
     "RDP",
     "ZCDP",
     "ApproxDP",
+    "ApproxDPFilter",
     "BudgetExceeded",
     "DPError",
     "DPWarning",
@@ -83,17 +98,22 @@ __all__ = [
     "Mechanism",
     "PermuteAndFlip",
     "PureDP",
+    "PureDPFilter",
+    "RDPFilter",
     "Random",
     "RandomizedResponse",
     "Release",
     "ReportNoisyMax",
     "SparseVector",
+    "SubsampledLaplace",
     "TruncatedLaplace",
     "UnsupportedEvent",
     "WeakGuaranteeWarning",
+    "ZCDPFilter",
     "__version__",
     "accounting",
     "as_random",
+    "audit",
     "discrete_gaussian",
     "discrete_laplace",
     "errors",
@@ -103,10 +123,12 @@ __all__ = [
     "mechanisms",
     "noise",
     "permute_and_flip",
+    "privacy_filter",
     "random",
     "randomized_response",
     "report_noisy_max",
     "selection",
     "sparse_vector",
+    "subsampled_laplace",
     "truncated_laplace",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 
 import pytest
@@ -98,3 +99,14 @@ def test_threads_composing_concurrently_lose_nothing() -> None:
 def test_bad_queries_are_rejected(bad: float) -> None:
     with pytest.raises(dp.InvalidParameter):
         ZCDPAccountant().get_epsilon(bad)
+
+
+def test_amplified_epsilon_survives_huge_inner_epsilon() -> None:
+    # e^eps overflows a float beyond eps ~ 709.78; the log-space branch must take over.
+    from dpkit.accounting import SampledWithoutReplacementEvent, pure_epsilon
+
+    huge = PoissonSampledEvent(LaplaceEvent(1e-3), 0.5)  # inner epsilon 1000
+    assert pure_epsilon(huge) == pytest.approx(1000 + math.log(0.5), rel=1e-12)
+    assert pure_epsilon(huge) >= 1000 + math.log(0.5)
+    swr = SampledWithoutReplacementEvent(LaplaceEvent(1e-3), 1, 2)
+    assert pure_epsilon(swr) == pytest.approx(1000 + math.log(0.5), rel=1e-12)

@@ -22,6 +22,7 @@ from dpkit.accounting._math.gaussian import (
 )
 from dpkit.accounting._math.laplace import laplace_rdp
 from dpkit.accounting.accountant import Accountant
+from dpkit.accounting.calibrate import calibrate, dpsgd_epsilon, dpsgd_noise_multiplier
 from dpkit.accounting.composition import (
     advanced_composition,
     compose_pure_via_zcdp,
@@ -51,8 +52,33 @@ from dpkit.accounting.events import (
     pure_epsilon,
     zcdp_rho,
 )
+from dpkit.accounting.filters import (
+    ApproxDPFilter,
+    ApproxDPOdometer,
+    PrivacyFilter,
+    PrivacyOdometer,
+    PureDPFilter,
+    PureDPOdometer,
+    RDPFilter,
+    RDPOdometer,
+    ZCDPFilter,
+    ZCDPOdometer,
+    privacy_filter,
+)
 from dpkit.accounting.guarantees import DEFAULT_ORDERS, RDP, ZCDP, ApproxDP, Guarantee, PureDP
+from dpkit.accounting.pld import PLDAccountant
+from dpkit.accounting.rdp import RDPAccountant, event_rdp
 from dpkit.accounting.simple import PureAccountant, ZCDPAccountant
+from dpkit.accounting.subsampling import (
+    OptionalDependencyError,
+    amplified_delta,
+    amplified_epsilon,
+    amplify,
+    epsilon_before_sampling,
+    noise_ratio,
+    noise_ratio_lower_bound,
+    plot_noise_ratio,
+)
 
 __all__ = [
     "DEFAULT_ORDERS",
@@ -60,6 +86,8 @@ __all__ = [
     "ZCDP",
     "Accountant",
     "ApproxDP",
+    "ApproxDPFilter",
+    "ApproxDPOdometer",
     "ApproxEvent",
     "ComposedEvent",
     "DiscreteGaussianEvent",
@@ -70,11 +98,20 @@ __all__ = [
     "Guarantee",
     "LaplaceEvent",
     "NoOpEvent",
+    "OptionalDependencyError",
+    "PLDAccountant",
     "PermuteAndFlipEvent",
     "PoissonSampledEvent",
+    "PrivacyFilter",
+    "PrivacyOdometer",
     "PureAccountant",
     "PureDP",
+    "PureDPFilter",
+    "PureDPOdometer",
     "PureEvent",
+    "RDPAccountant",
+    "RDPFilter",
+    "RDPOdometer",
     "RandomizedResponseEvent",
     "RepeatedEvent",
     "ReportNoisyMaxEvent",
@@ -83,19 +120,33 @@ __all__ = [
     "TruncatedLaplaceEvent",
     "ZCDPAccountant",
     "ZCDPEvent",
+    "ZCDPFilter",
+    "ZCDPOdometer",
     "advanced_composition",
+    "amplified_delta",
+    "amplified_epsilon",
+    "amplify",
+    "calibrate",
     "compose_pure_via_zcdp",
     "discrete_gaussian_delta",
     "discrete_gaussian_epsilon",
     "discrete_gaussian_rho",
+    "dpsgd_epsilon",
+    "dpsgd_noise_multiplier",
+    "epsilon_before_sampling",
     "event_from_dict",
+    "event_rdp",
     "gaussian_delta",
     "gaussian_epsilon",
     "gaussian_rho",
     "gaussian_sigma_analytic",
     "gaussian_sigma_classic",
     "laplace_rdp",
+    "noise_ratio",
+    "noise_ratio_lower_bound",
     "optimal_composition",
+    "plot_noise_ratio",
+    "privacy_filter",
     "pure_epsilon",
     "zcdp_rho",
 ]

@@ -10,6 +10,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from dpkit.cli.account import account_app
+from dpkit.cli.audit import audit_command
 from dpkit.cli.demo import BUDGET_SHARES, DemoRow, run_demo
 from dpkit.errors import DPError, InsecureRandomWarning
 from dpkit.random import as_random
@@ -19,6 +21,10 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
+
+
+app.command("audit")(audit_command)
+app.add_typer(account_app, name="account")
 
 
 @app.callback()

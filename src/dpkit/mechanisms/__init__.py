@@ -10,6 +10,7 @@ from dpkit.mechanisms._base import ErrorBound, Mechanism, Release
 from dpkit.mechanisms.gaussian import DiscreteGaussian, Gaussian, discrete_gaussian, gaussian
 from dpkit.mechanisms.laplace import DiscreteLaplace, Laplace, discrete_laplace, laplace
 from dpkit.mechanisms.randomized_response import RandomizedResponse, randomized_response
+from dpkit.mechanisms.subsampled_laplace import SubsampledLaplace, subsampled_laplace
 from dpkit.mechanisms.truncated_laplace import (
     TruncatedLaplace,
     truncated_laplace,
@@ -25,12 +26,14 @@ __all__ = [
     "Mechanism",
     "RandomizedResponse",
     "Release",
+    "SubsampledLaplace",
     "TruncatedLaplace",
     "discrete_gaussian",
     "discrete_laplace",
     "gaussian",
     "laplace",
     "randomized_response",
+    "subsampled_laplace",
     "truncated_laplace",
     "truncated_laplace_delta",
 ]

@@ -21,7 +21,10 @@ __all__ = ["PoissonSampledEvent", "SampledWithoutReplacementEvent"]
 
 def _amplified(epsilon: float, rate: float) -> float:
     # ln(1 + q (e^eps - 1)): log1p/expm1 keep small epsilons and rates accurate; two
-    # ulps up cover their rounding.
+    # ulps up cover their rounding. Past e^eps's float range use the equal form
+    # eps + ln(q + (1 - q) e^-eps).
+    if epsilon > 700.0:
+        return min(epsilon, up(epsilon + math.log(rate + (1.0 - rate) * math.exp(-epsilon))))
     return min(epsilon, up(math.log1p(rate * math.expm1(epsilon))))
 
 

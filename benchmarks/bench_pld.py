@@ -1,0 +1,94 @@
+"""PLD accounting for DP-SGD: dpkit vs dp_accounting vs prv_accountant.
+
+Workload (issue 3): Poisson-subsampled Gaussian, sampling rate q = 0.01, noise
+multiplier 1.0, delta = 1e-5, T = 10^3 and 10^4 steps. Each case builds a fresh
+accountant, composes the T steps and asks for epsilon; the time is the median of 5
+warm runs (``_harness.compare``), in this one process.
+
+- dpkit: ``PLDAccountant()`` (grid 1e-4, connect-the-dots, certified upper bound).
+- dp_accounting: ``pld.PLDAccountant()`` with its defaults (grid 1e-4, pessimistic
+  connect-the-dots): the baseline of the ratios.
+- prv_accountant (Gopi, Lee & Wutschitz 2021; Opacus's PRV accountant is built on
+  its method): ``eps_error=0.07``, ``delta_error=1e-10`` (Opacus's defaults are of
+  that order). It reports an interval; its *upper* end is the comparable bound.
+  Opacus itself needs torch and is not run here.
+
+Goal: within 0.1% of dp_accounting's epsilon, never below the true epsilon, at most
+half of dp_accounting's time and no slower than the PRV accountant.
+Run: ``python benchmarks/bench_pld.py`` (about a minute on 2 cores).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import dp_accounting
+from dp_accounting.pld import pld_privacy_accountant
+
+from _harness import compare, print_table
+from dpkit.accounting import GaussianEvent, PoissonSampledEvent
+from dpkit.accounting.pld import PLDAccountant
+
+Q, SIGMA, DELTA = 0.01, 1.0, 1e-5
+
+
+def dpkit_eps(steps: int) -> float:
+    event = PoissonSampledEvent(GaussianEvent(SIGMA), Q)
+    return PLDAccountant().compose(event, count=steps).get_epsilon(DELTA)
+
+
+def dp_accounting_eps(steps: int) -> float:
+    accountant = pld_privacy_accountant.PLDAccountant()
+    event = dp_accounting.PoissonSampledDpEvent(Q, dp_accounting.GaussianDpEvent(SIGMA))
+    accountant.compose(dp_accounting.SelfComposedDpEvent(event, steps))
+    return float(accountant.get_epsilon(DELTA))
+
+
+def prv_eps(steps: int) -> tuple[float, float, float]:
+    from prv_accountant import PoissonSubsampledGaussianMechanism, PRVAccountant
+
+    accountant = PRVAccountant(
+        prvs=PoissonSubsampledGaussianMechanism(noise_multiplier=SIGMA, sampling_probability=Q),
+        max_self_compositions=steps,
+        eps_error=0.07,
+        delta_error=1e-10,
+    )
+    lower, estimate, upper = accountant.compute_epsilon(delta=DELTA, num_self_compositions=steps)
+    return float(lower), float(estimate), float(upper)
+
+
+def main() -> None:
+    have_prv = importlib.util.find_spec("prv_accountant") is not None
+    for steps in (1_000, 10_000):
+        ours, theirs = dpkit_eps(steps), dp_accounting_eps(steps)
+        print(f"\n## T = {steps}: epsilon at delta = {DELTA:g}\n")
+        print("| accountant | epsilon | ÷ dp_accounting |")
+        print("|---|---:|---:|")
+        print(f"| dpkit PLD (certified) | {ours:.6f} | {ours / theirs:.6f} |")
+        print(f"| dp_accounting PLD | {theirs:.6f} | 1 |")
+        cases = {
+            "dp_accounting PLD": lambda s=steps: dp_accounting_eps(s),
+            "dpkit PLD": lambda s=steps: dpkit_eps(s),
+        }
+        if have_prv:
+            lower, estimate, upper = prv_eps(steps)
+            print(f"| prv_accountant upper | {upper:.6f} | {upper / theirs:.6f} |")
+            print(f"| prv_accountant estimate | {estimate:.6f} | {estimate / theirs:.6f} |")
+            print(f"| prv_accountant lower | {lower:.6f} | {lower / theirs:.6f} |")
+            cases["prv_accountant"] = lambda s=steps: prv_eps(s)
+        else:
+            print("(prv_accountant not installed: skipped)")
+        print()
+        results = compare(cases, baseline="dp_accounting PLD", repeat=5, number=1)
+        print_table(results, title=f"DP-SGD accounting, T = {steps}", unit="accountings")
+        times = {r.name: r.seconds for r in results}
+        half = times["dpkit PLD"] <= 0.5 * times["dp_accounting PLD"]
+        print(f"\ndpkit within 0.1% of dp_accounting: {abs(ours / theirs - 1) <= 1e-3}")
+        print(f"dpkit at most half of dp_accounting's time: {half}")
+        if have_prv:
+            faster = times["dpkit PLD"] <= times["prv_accountant"]
+            print(f"dpkit no slower than prv_accountant: {faster}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,61 @@
+"""Auditing: statistical lower bounds on a mechanism's epsilon.
+
+An audit never proves a mechanism private: it finds evidence that it is *not* as
+private as claimed, when its lower bound on epsilon (valid at a stated confidence)
+exceeds the claim.
+
+* :func:`audit` -- black-box auditing on a neighbouring pair with threshold,
+  histogram or trained-classifier attacks and exact Clopper-Pearson bounds
+  (Kairouz, Oh & Viswanath 2015; DP-Sniper, Bichsel et al. 2021).
+* :func:`one_run_epsilon`, :func:`one_run_audit`, :func:`audit_gaussian_sum_one_run`
+  -- auditing with one run (Steinke, Nasr & Jagielski 2023).
+* :func:`reachability_attack`, :func:`reachable_from`, :func:`textbook_laplace` --
+  Mironov's (2012) floating-point attack on the textbook Laplace mechanism.
+* :mod:`dpkit.audit.bounds` -- Clopper-Pearson bounds and the epsilon bound from
+  a test's error rates.
+"""
+
+from dpkit.audit.blackbox import AuditResult, audit
+from dpkit.audit.bounds import (
+    clopper_pearson_lower,
+    clopper_pearson_upper,
+    epsilon_from_rates,
+    epsilon_lower_bound,
+)
+from dpkit.audit.float_attack import (
+    ReachabilityResult,
+    reachability_attack,
+    reachable_from,
+    reachable_on_grid,
+    textbook_laplace,
+    textbook_laplace_from_uniform,
+)
+from dpkit.audit.one_run import (
+    OneRunResult,
+    audit_gaussian_sum_one_run,
+    guesses,
+    one_run_audit,
+    one_run_epsilon,
+    p_value,
+)
+
+__all__ = [
+    "AuditResult",
+    "OneRunResult",
+    "ReachabilityResult",
+    "audit",
+    "audit_gaussian_sum_one_run",
+    "clopper_pearson_lower",
+    "clopper_pearson_upper",
+    "epsilon_from_rates",
+    "epsilon_lower_bound",
+    "guesses",
+    "one_run_audit",
+    "one_run_epsilon",
+    "p_value",
+    "reachability_attack",
+    "reachable_from",
+    "reachable_on_grid",
+    "textbook_laplace",
+    "textbook_laplace_from_uniform",
+]

@@ -1,0 +1,232 @@
+"""Unit tests of the PLD accountant against closed forms.
+
+Every check is two-sided: the PLD answer must never be below the exact value (it is a
+certified upper bound) and must be within 0.1% of it (it is tight).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from dpkit.accounting import (
+    ApproxEvent,
+    ComposedEvent,
+    DiscreteLaplaceEvent,
+    GaussianEvent,
+    LaplaceEvent,
+    PoissonSampledEvent,
+    PureEvent,
+    RandomizedResponseEvent,
+    ZCDPEvent,
+    gaussian_delta,
+    gaussian_epsilon,
+)
+from dpkit.accounting._math.pld.convolve import convolve, self_compose
+from dpkit.accounting._math.pld.discretize import from_atoms
+from dpkit.accounting._math.pld.hockey import hockey_stick, smallest_epsilon
+from dpkit.accounting._math.pld.pmf import LossPmf, truncate
+from dpkit.accounting.pld import PLDAccountant
+from dpkit.errors import InvalidParameter, UnsupportedEvent
+from dpkit.testing import check_accountant
+
+TIGHT = 1e-3
+# gaussian_delta inflates its value by a relative 1e-11 (its own float guard).
+GAUSSIAN_GUARD = 1e-11
+
+
+def test_contract() -> None:
+    check_accountant(PLDAccountant, GaussianEvent(1.0), ZCDPEvent(0.1))
+
+
+@pytest.mark.parametrize(
+    ("sigma", "count", "delta"),
+    [
+        pytest.param(1.0, 1, 1e-5, id="sigma1"),
+        pytest.param(0.5, 1, 1e-6, id="sigma0.5"),
+        pytest.param(3.0, 1, 1e-9, id="sigma3"),
+        pytest.param(10.0, 100, 1e-5, id="sigma10-x100"),
+        pytest.param(4.0, 16, 1e-3, id="sigma4-x16"),
+    ],
+)
+def test_gaussian_epsilon_is_certified_and_tight(sigma: float, count: int, delta: float) -> None:
+    # T-fold Gaussian with sigma is one Gaussian with sigma / sqrt(T).
+    exact = gaussian_epsilon(sigma / math.sqrt(count), delta)
+    ours = PLDAccountant().compose(GaussianEvent(sigma), count=count).get_epsilon(delta)
+    assert exact <= ours <= exact * (1 + TIGHT)
+
+
+@pytest.mark.parametrize("epsilon", [0.0, 0.3, 1.0, 2.5, 4.0])
+def test_gaussian_delta_is_certified_and_tight(epsilon: float) -> None:
+    exact = gaussian_delta(1.0, epsilon)
+    ours = PLDAccountant().compose(GaussianEvent(1.0)).get_delta(epsilon)
+    assert exact / (1 + GAUSSIAN_GUARD) <= ours <= exact * (1 + TIGHT)
+
+
+def test_heterogeneous_gaussians_compose_like_one() -> None:
+    # 1/sigma^2 adds: sigma 1 and sigma 2 make sigma 1/sqrt(1.25).
+    accountant = PLDAccountant().compose(GaussianEvent(1.0)).compose(GaussianEvent(2.0))
+    exact = gaussian_epsilon(1.0 / math.sqrt(1.25), 1e-5)
+    assert exact <= accountant.get_epsilon(1e-5) <= exact * (1 + TIGHT)
+
+
+@pytest.mark.parametrize("scale", [0.5, 1.0, 4.0])
+def test_laplace_closed_form(scale: float) -> None:
+    # One Laplace mechanism with eps0 = 1/b: delta(eps) = 1 - exp((eps - eps0)/2) for
+    # eps < eps0, so eps(delta) = eps0 + 2 log(1 - delta).
+    eps0 = 1.0 / scale
+    accountant = PLDAccountant().compose(LaplaceEvent(scale))
+    for delta in (1e-6, 1e-3, 0.05):
+        exact = eps0 + 2.0 * math.log1p(-delta)
+        assert exact <= accountant.get_epsilon(delta) <= exact * (1 + TIGHT)
+    for epsilon in (0.0, 0.5 * eps0, 0.99 * eps0):
+        exact_delta = -math.expm1((epsilon - eps0) / 2.0)
+        ours = accountant.get_delta(epsilon)
+        assert exact_delta <= ours <= exact_delta * (1 + TIGHT) + 1e-12
+    assert accountant.get_delta(eps0) <= 1e-12
+
+
+def _rr_delta(epsilon: float, k: int, at: float) -> float:
+    return max(0.0, (math.exp(epsilon) - math.exp(at)) / (math.exp(epsilon) + k - 1))
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        pytest.param(PureEvent(1.0), id="pure"),
+        pytest.param(RandomizedResponseEvent(1.0, 2), id="rr2"),
+        pytest.param(DiscreteLaplaceEvent(1.0, 1), id="dlap"),
+    ],
+)
+def test_pure_one_dp_profiles(event: PureEvent) -> None:
+    # Each of these is exactly binary randomized response with eps = 1.
+    accountant = PLDAccountant().compose(event)
+    for at in (0.0, 0.25, 0.5):
+        exact = _rr_delta(1.0, 2, at)
+        assert exact <= accountant.get_delta(at) <= exact + 1e-4 * exact + 1e-14
+
+
+def test_k_ary_randomized_response() -> None:
+    accountant = PLDAccountant().compose(RandomizedResponseEvent(2.0, 5))
+    for at in (0.0, 1.0, 1.9):
+        exact = _rr_delta(2.0, 5, at)
+        assert exact <= accountant.get_delta(at) <= exact * (1 + TIGHT) + 1e-14
+
+
+def test_approx_event_keeps_delta_at_infinity() -> None:
+    accountant = PLDAccountant().compose(ApproxEvent(1.0, 1e-3))
+    assert accountant.get_delta(1.0) >= 1e-3
+    assert accountant.get_delta(50.0) >= 1e-3
+    assert accountant.get_epsilon(0.9e-3) == math.inf
+    # RR part: delta(0) = (e - 1)/(e + 1) (1 - delta) + delta.
+    exact0 = math.tanh(0.5) * (1 - 1e-3) + 1e-3
+    assert exact0 <= accountant.get_delta(0.0) <= exact0 * (1 + TIGHT)
+    twice = PLDAccountant().compose(ApproxEvent(1.0, 1e-3), count=2)
+    assert twice.get_delta(100.0) >= 1 - (1 - 1e-3) ** 2
+
+
+def test_subsampling_at_rate_one_is_the_plain_mechanism() -> None:
+    plain = PLDAccountant().compose(GaussianEvent(2.0)).get_epsilon(1e-6)
+    sampled = PLDAccountant().compose(PoissonSampledEvent(GaussianEvent(2.0), 1.0))
+    assert sampled.get_epsilon(1e-6) == pytest.approx(plain, rel=1e-9)
+
+
+def test_subsampling_amplifies_and_add_remove_differ() -> None:
+    accountant = PLDAccountant().compose(PoissonSampledEvent(LaplaceEvent(1.0), 0.1))
+    # Pure amplification bound log(1 + q (e^eps - 1)) caps the PLD answer.
+    assert 0.0 < accountant.get_epsilon(1e-9) <= math.log1p(0.1 * math.expm1(1.0)) + 1e-3
+    remove, add = accountant._remove, accountant._add
+    assert not np.array_equal(remove.masses, add.masses)
+
+
+def test_relation_replace_rejects_poisson_sampling() -> None:
+    accountant = PLDAccountant(relation="replace")
+    assert accountant.supports(GaussianEvent(1.0))
+    assert not accountant.supports(PoissonSampledEvent(GaussianEvent(1.0), 0.1))
+    with pytest.raises(UnsupportedEvent):
+        accountant.compose(PoissonSampledEvent(GaussianEvent(1.0), 0.1))
+
+
+def test_nothing_composed_and_delta_zero() -> None:
+    accountant = PLDAccountant()
+    assert accountant.get_epsilon(1e-6) == 0.0
+    assert accountant.get_delta(0.0) == pytest.approx(0.0, abs=1e-14)
+    accountant.compose(PureEvent(1.0))
+    assert accountant.get_epsilon(0.0) == math.inf  # no pure-DP certificate from a PLD
+
+
+def test_failed_compose_in_composed_event_changes_nothing() -> None:
+    accountant = PLDAccountant().compose(GaussianEvent(1.0))
+    before = (accountant.get_epsilon(1e-6), accountant.get_delta(1.0), accountant.ledger)
+    too_wide = ComposedEvent((GaussianEvent(2.0), GaussianEvent(1e-4)))
+    with pytest.raises(InvalidParameter, match="larger discretization"):
+        accountant.compose(too_wide)
+    assert (accountant.get_epsilon(1e-6), accountant.get_delta(1.0), accountant.ledger) == before
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"discretization": 0.0},
+        {"discretization": 2.0},
+        {"discretization": math.nan},
+        {"relation": "swap"},
+        {"tail_mass": 0.0},
+        {"tail_mass": 1e-3},
+    ],
+)
+def test_invalid_parameters(kwargs: dict[str, object]) -> None:
+    with pytest.raises(InvalidParameter):
+        PLDAccountant(**kwargs)  # type: ignore[arg-type]
+
+
+def test_repr_and_properties() -> None:
+    accountant = PLDAccountant(discretization=1e-3, relation="replace")
+    assert accountant.discretization == 1e-3 and accountant.relation == "replace"
+    assert repr(accountant).startswith("PLDAccountant(")
+
+
+# --- the pure functions ------------------------------------------------------------------
+
+
+def test_from_atoms_keeps_grid_points_and_splits_the_rest() -> None:
+    on = from_atoms(np.array([0.5]), np.array([1.0]), 0.25)
+    assert on.offset == 2 and on.masses[0] == 1.0
+    split = from_atoms(np.array([0.3]), np.array([1.0]), 0.25)
+    # Connect-the-dots share of the upper point: (1 - e^{0.25 - 0.3}) / (1 - e^{-0.25}).
+    share = -math.expm1(-0.05) / -math.expm1(-0.25)
+    assert split.offset == 1
+    assert split.masses[1] == pytest.approx(share, rel=1e-12)
+    assert split.masses[1] >= share
+    # Pessimistic for every eps, including negative ones.
+    for eps in (-1.0, 0.0, 0.25, 0.29):
+        assert hockey_stick(split, eps) >= -math.expm1(eps - 0.3) - 1e-15
+
+
+def test_truncate_moves_tails_outward() -> None:
+    pmf = LossPmf(1.0, -2, np.array([1e-17, 0.5, 0.5 - 2e-17, 1e-17]), 0.0)
+    cut = truncate(pmf, 1e-15)
+    assert cut.offset == -1 and cut.masses.size == 2
+    assert cut.infinity_mass >= 1e-17
+    for eps in (-3.0, -1.0, 0.0, 0.5):
+        assert hockey_stick(cut, eps) >= hockey_stick(pmf, eps) - 1e-18
+
+
+def test_self_compose_matches_repeated_convolution() -> None:
+    pmf = from_atoms(np.array([0.7, -0.7, 0.0]), np.array([0.5, 0.2, 0.3]), 0.1)
+    by_fft = self_compose(pmf, 5, 1e-15)
+    by_conv = pmf
+    for _ in range(4):
+        by_conv = convolve(by_conv, pmf, 1e-15)
+    for eps in (0.0, 0.5, 1.5, 3.0):
+        assert hockey_stick(by_fft, eps) == pytest.approx(hockey_stick(by_conv, eps), abs=1e-12)
+
+
+def test_smallest_epsilon_inverts_hockey_stick() -> None:
+    pmf = from_atoms(np.array([1.0, -1.0]), np.array([0.7, 0.3]), 0.01)
+    for delta in (1e-3, 0.1, 0.3):
+        eps = smallest_epsilon(pmf, delta)
+        assert hockey_stick(pmf, eps) <= delta
+        assert hockey_stick(pmf, eps * (1 - 1e-6)) > delta
