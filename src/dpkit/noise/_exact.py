@@ -232,6 +232,7 @@ def split_on_grid(x: FloatArray, granularity: float) -> tuple[FloatArray, FloatA
 
 
 def _round_laplace_exact(prefix: int, fraction: float, sign: int, scale: float, rng: Random) -> int:
+    """``floor(f + 1/2 + sign * scale * (-ln U))`` for a ``U`` with known prefix, exactly."""
     t, f = Decimal(scale), Decimal(fraction)
 
     def evaluate(u: Decimal) -> tuple[Decimal, Decimal]:
@@ -361,17 +362,6 @@ _SMALL_PREFIX = 2.0**36
 _GAP_MARGIN = 2.0**-30
 
 
-def _round_scaled_exact(prefix: int, fraction: float, sign: int, scale: float, rng: Random) -> int:
-    """``floor(f + 1/2 + sign * scale * (-ln U))`` for a ``U`` with known prefix, exactly."""
-    t, f = Decimal(scale), Decimal(fraction)
-
-    def evaluate(u: Decimal) -> tuple[Decimal, Decimal]:
-        e = -t * u.ln()
-        return f + Decimal("0.5") + sign * e, f + 1 + e
-
-    return refine(prefix, evaluate, decide_floor, rng)
-
-
 @_quiet
 def rounded_gaussian(fraction: FloatArray, sigma: float, rng: Random) -> IntArray:
     """``floor(f + 1/2 + X)`` for ``X ~ N(0, sigma^2)``, exactly, for each offset ``f``.
@@ -440,7 +430,7 @@ def rounded_gaussian(fraction: FloatArray, sigma: float, rng: Random) -> IntArra
             if proposal in settled:
                 result[j] = settled[proposal]
             else:
-                result[j] = _round_scaled_exact(
+                result[j] = _round_laplace_exact(
                     _prefix_int(k1[proposal]),
                     float(f[j]),
                     -1 if negative[proposal] else 1,
