@@ -11,7 +11,8 @@ warm runs (``_harness.compare``), in this one process.
 - prv_accountant (Gopi, Lee & Wutschitz 2021; Opacus's PRV accountant is built on
   its method): ``eps_error=0.07``, ``delta_error=1e-10`` (Opacus's defaults are of
   that order). It reports an interval; its *upper* end is the comparable bound.
-  Opacus itself needs torch and is not run here.
+- Opacus (when importable): ``opacus.accountants.PRVAccountant`` (eps_error 0.07) and
+  ``RDPAccountant``, with ``history = [(noise_multiplier, sample_rate, steps)]``.
 
 Goal: within 0.1% of dp_accounting's epsilon, never below the true epsilon, at most
 half of dp_accounting's time and no slower than the PRV accountant.
@@ -57,8 +58,25 @@ def prv_eps(steps: int) -> tuple[float, float, float]:
     return float(lower), float(estimate), float(upper)
 
 
+def opacus_prv_eps(steps: int) -> float:
+    from opacus.accountants import PRVAccountant as OpacusPRV
+
+    accountant = OpacusPRV()
+    accountant.history = [(SIGMA, Q, steps)]
+    return float(accountant.get_epsilon(DELTA, eps_error=0.07))
+
+
+def opacus_rdp_eps(steps: int) -> float:
+    from opacus.accountants import RDPAccountant as OpacusRDP
+
+    accountant = OpacusRDP()
+    accountant.history = [(SIGMA, Q, steps)]
+    return float(accountant.get_epsilon(DELTA))
+
+
 def main() -> None:
     have_prv = importlib.util.find_spec("prv_accountant") is not None
+    have_opacus = importlib.util.find_spec("opacus") is not None
     for steps in (1_000, 10_000):
         ours, theirs = dpkit_eps(steps), dp_accounting_eps(steps)
         print(f"\n## T = {steps}: epsilon at delta = {DELTA:g}\n")
@@ -78,6 +96,14 @@ def main() -> None:
             cases["prv_accountant"] = lambda s=steps: prv_eps(s)
         else:
             print("(prv_accountant not installed: skipped)")
+        if have_opacus:
+            o_prv, o_rdp = opacus_prv_eps(steps), opacus_rdp_eps(steps)
+            print(f"| Opacus PRVAccountant | {o_prv:.6f} | {o_prv / theirs:.6f} |")
+            print(f"| Opacus RDPAccountant | {o_rdp:.6f} | {o_rdp / theirs:.6f} |")
+            cases["Opacus PRV"] = lambda s=steps: opacus_prv_eps(s)
+            cases["Opacus RDP"] = lambda s=steps: opacus_rdp_eps(s)
+        else:
+            print("(opacus not installed: skipped)")
         print()
         results = compare(cases, baseline="dp_accounting PLD", repeat=5, number=1)
         print_table(results, title=f"DP-SGD accounting, T = {steps}", unit="accountings")

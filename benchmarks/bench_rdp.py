@@ -7,8 +7,8 @@ curve once per call (dpkit: 251 orders, dp_accounting: its 163 default orders). 
 table gives each library's epsilon, the median time per call, and the ratios
 (dpkit / dp_accounting). The issue's goal: epsilon no larger than dp_accounting's.
 
-Opacus (``opacus.accountants.RDPAccountant``) is not timed: it needs PyTorch, which is
-not installed here; its RDP analysis is the same algorithm as dp_accounting's.
+Opacus's ``opacus.accountants.RDPAccountant`` (history ``[(sigma, q, T)]``) is timed
+alongside when importable (it needs PyTorch).
 
 Run: ``python benchmarks/bench_rdp.py`` (~25 s on 2 cores).
 """
@@ -39,7 +39,18 @@ def dp_accounting_epsilon(steps: int) -> float:
     return float(rdp_lib.RdpAccountant().compose(event, steps).get_epsilon(DELTA))
 
 
+def opacus_epsilon(steps: int) -> float:
+    from opacus.accountants import RDPAccountant as OpacusRDP
+
+    accountant = OpacusRDP()
+    accountant.history = [(SIGMA, Q, steps)]
+    return float(accountant.get_epsilon(DELTA))
+
+
 def main() -> None:
+    import importlib.util
+
+    have_opacus = importlib.util.find_spec("opacus") is not None
     logging.getLogger("absl").setLevel(logging.ERROR)
     from dpkit.accounting import rdp as rdp_module
 
@@ -49,6 +60,7 @@ def main() -> None:
         "| dpkit time | dp_accounting time | time ratio |"
     )
     print("|---:|---:|---:|---:|---:|---:|---:|")
+    opacus_rows: list[str] = []
     for steps in (10**3, 10**4):
         ours = dpkit_epsilon(steps)
         theirs = dp_accounting_epsilon(steps)
@@ -65,6 +77,20 @@ def main() -> None:
             f"| {steps} | {ours:.6f} | {theirs:.6f} | {ours / theirs:.6f} "
             f"| {mine * 1e3:.1f} ms | {ref * 1e3:.1f} ms | {mine / ref:.2f} |"
         )
+        if have_opacus:
+            theirs_o = opacus_epsilon(steps)
+            t_o = statistics.median(
+                time_callable(lambda steps=steps: opacus_epsilon(steps), repeat=5, min_time=0.5)
+            )
+            opacus_rows.append(
+                f"| {steps} | {theirs_o:.6f} | {ours / theirs_o:.6f} | {t_o * 1e3:.1f} ms |"
+            )
+    if opacus_rows:
+        print("\n| T | Opacus RDP epsilon | dpkit / Opacus | Opacus time |")
+        print("|---:|---:|---:|---:|")
+        print("\n".join(opacus_rows))
+    else:
+        print("\n(opacus not installed: skipped)")
     print("\n_One process, same workload; ratios below 1 favour dpkit._")
 
 

@@ -137,8 +137,8 @@ def test_integer_log_a_matches_exact_binomial_sum() -> None:
     with mpmath.workdps(40):
         total = mpmath.fsum(
             math.comb(n, k)
-            * mpmath.mpf(1 - q) ** (n - k)
-            * mpmath.mpf(q) ** k
+            * (mpmath.mpf((1 - q).numerator) / (1 - q).denominator) ** (n - k)
+            * (mpmath.mpf(q.numerator) / q.denominator) ** k
             * mpmath.exp(mpmath.mpf(k * k - k) / (2 * sigma**2))
             for k in range(n + 1)
         )

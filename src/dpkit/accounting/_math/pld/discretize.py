@@ -35,7 +35,17 @@ import numpy as np
 
 from dpkit.accounting._math.pld.pmf import FloatArray, LossPmf, U, mass_lower
 
-__all__ = ["MAX_BUCKETS", "TooManyBuckets", "from_atoms", "from_interval_cdfs"]
+__all__ = [
+    "CDF_REL",
+    "MAX_BUCKETS",
+    "CdfPair",
+    "CdfValues",
+    "TooManyBuckets",
+    "discretization_slack",
+    "from_atoms",
+    "from_interval_cdfs",
+    "product_error",
+]
 
 #: Largest number of grid points a single discretised PLD may have (128 MiB of floats).
 MAX_BUCKETS = 1 << 24
@@ -90,21 +100,120 @@ def from_atoms(
     return LossPmf(h, offset, masses, infinity_mass + max(0.0, deficit) + 4.0 * U, 0.0)
 
 
-#: ``cdfs(edges) -> (F_P, S_P, F_Q, S_Q)``: ``P[L <= e]``, ``P[L > e]`` and the same
-#: under ``Q``, each computed accurately (no ``1 - x``) at every edge.
-CdfPair = Callable[[FloatArray], tuple[FloatArray, FloatArray, FloatArray, FloatArray]]
+#: Relative error of a computed CDF value. We assume, as dpkit does of libm and SciPy
+#: throughout, that ``ndtr``, ``exp`` and ``expm1`` are within 4 ulp (8u) of their
+#: results; a two-component mixture adds at most 3 roundings (``(1 - q) F + q F'``,
+#: both terms non-negative). 16u covers both with room.
+CDF_REL = 16.0 * U
+
+#: ``(F_P, S_P, F_Q, S_Q, W_P, W_Q)`` at each edge: ``P[L <= e]``, ``P[L > e]``, the
+#: same under ``Q``, each with relative error at most :data:`CDF_REL` (no ``1 - x``),
+#: ``W``: bounds on the ``P``- and ``Q``-mass by which the float error of the edge
+#: and of the inverse map ``e -> x`` can move each of the four values, and ``eta``: a
+#: bound on how far from the edge the loss of that mass can be.
+CdfValues = tuple[
+    FloatArray, FloatArray, FloatArray, FloatArray, FloatArray, FloatArray, FloatArray
+]
+#: ``cdfs(edges, edge_error)``: ``edge_error`` bounds ``|edges - exact grid points|``.
+CdfPair = Callable[[FloatArray, FloatArray], CdfValues]
 
 
-def _interval_mass(f: FloatArray, s: FloatArray) -> FloatArray:
-    """``P[e_k < L <= e_{k+1}]`` from whichever tail differences cancel less."""
+def product_error(a: FloatArray, b: float) -> FloatArray:
+    """``a b - fl(a b)`` exactly (Dekker's TwoProduct; ``|a b|`` well inside the range).
+
+    Non-finite products give 0.
+    """
+    split = 134217729.0  # 2^27 + 1
+    prod = a * b
+    with np.errstate(invalid="ignore", over="ignore"):
+        ca = split * a
+        a_hi = ca - (ca - a)
+        a_lo = a - a_hi
+        cb = split * b
+        b_hi = cb - (cb - b)
+        b_lo = b - b_hi
+        err = ((a_hi * b_hi - prod) + a_hi * b_lo + a_lo * b_hi) + a_lo * b_lo
+    return np.where(np.isfinite(err), err, 0.0)
+
+
+def _interval_mass(f: FloatArray, s: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """``P[e_k < L <= e_{k+1}]`` from whichever tail differences cancel less.
+
+    Also returns the sum of the two tail values used for each interval (their float
+    error is at most ``CDF_REL`` times that sum).
+    """
     from_cdf = f[1:] - f[:-1]
     from_sf = s[:-1] - s[1:]
     use_cdf = f[1:] <= s[:-1]
-    return np.maximum(np.where(use_cdf, from_cdf, from_sf), 0.0)
+    mass = np.maximum(np.where(use_cdf, from_cdf, from_sf), 0.0)
+    used = np.where(use_cdf, f[1:] + f[:-1], s[:-1] + s[1:])
+    return mass, used
+
+
+def discretization_slack(
+    values: CdfValues,
+    used_p: FloatArray,
+    used_q: FloatArray,
+    edges: FloatArray,
+    p: FloatArray,
+    scaled_q: FloatArray,
+    q: FloatArray,
+) -> float:
+    """A bound on how much float error in the bucket masses can lower ``delta(eps)``.
+
+    Two kinds of error, assuming the CDFs within :data:`CDF_REL` (see there).
+
+    *Relative CDF error.* Let ``dp_k`` and ``dq_k`` bound the resulting errors of the
+    interval masses ``P_k``, ``Q_k`` (two CDF values each, and one subtraction).
+    Interval ``k`` contributes ``P_k w(e_k) + up_k (w(e_{k+1}) - w(e_k))`` to ``delta``,
+    with hinge weights ``w`` in ``[0, 1]`` that differ by at most ``1 - e^{-h}`` between
+    adjacent points, and ``up_k = clip((P_k - e^{e_k} Q_k) / (1 - e^{-h}), 0, P_k)``.
+    The up-share term errs by at most ``(1 + (1 - e^{-h})) dp_k + e^{e_k} dq_k +
+    r_k e^{e_k} Q_k``, where ``r_k`` bounds the relative error of the computed
+    ``e^{e_k} Q_k`` (``exp(e + log Q)``: the edge ``|e| u``, ``log`` 8u absolute,
+    ``exp`` 8u). In ``sum_k P_k w(e_k)`` the CDF errors telescope (``P_k`` is a
+    difference of CDF values, of ``F`` up to one switch index and of ``S`` after):
+    each edge's error is weighted by ``w(e_{k-1}) - w(e_k) <= 1 - e^{-h}``, except at
+    the two ends and the switch (at most four CDF values, each at most 1).
+
+    *Misplaced boundaries.* Float error in the edge and in ``e -> x`` evaluates both
+    CDFs at the same wrong ``x``: a mass at most ``W_k`` whose losses lie within
+    ``eta_k`` of ``e_k`` is counted in the neighbouring interval, with the consistent
+    ``Q``-mass (``dQ = e^{-L} dP``). Connect-the-dots splits a loss ``l`` with the
+    linear share ``b(l)``, off ``[0, 1]`` by at most ``(e^eta - 1)/(1 - e^{-h})``
+    there; each unit of such mass then moves ``delta`` by at most ``3 (e^eta - 1)``
+    (two shares times ``1 - e^{-h}``, and the hinge itself) plus ``2 (e^eta - 1)`` for
+    clipping: ``8 eta_k W_k`` for ``eta_k <= h / 8``. Where ``eta_k`` is larger (or
+    infinite) we charge the edge in full, as independent errors of ``W`` in ``P`` and
+    ``Q``: ``6 W_P + 2 e^{e_k + h} W_Q``.
+
+    The end masses (first bucket and ``+inf``) and a few u for the final additions are
+    added. Rounding the up-share upwards (as the caller does) only raises ``delta``.
+    """
+    f_p, s_p, _, _, w_p, w_q, eta = values
+    h = float(edges[1] - edges[0]) if edges.size > 1 else 0.0
+    dp = CDF_REL * used_p + U * p
+    dq = CDF_REL * used_q + U * q
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        # e^{e_k} dq_k, without overflow (dq_k is a few u of P-sized masses).
+        scaled_dq = np.exp(edges[:-1] + np.log(dq))
+        log_q = np.log(np.where(q > 0.0, q, 1.0))
+        r = (2.0 * np.abs(edges[:-1]) + 8.0 * np.abs(log_q) + 32.0) * U
+        c = -math.expm1(-h)
+        per_interval = (1.0 + 3.0 * c) * dp + scaled_dq + r * scaled_q
+        near = eta <= 0.125 * h
+        full = 6.0 * w_p + 2.0 * np.exp(edges + h + np.log(w_q))
+        per_edge = np.where(near, 8.0 * eta * w_p, full)
+    # The ends (first bucket, +inf) and the telescoping's end and switch terms.
+    ends = CDF_REL * (f_p[0] + s_p[-1] + 4.0) + w_p[0] + w_p[-1] + 2.0 * float(w_p.max())
+    ends *= 1.0 + 4.0 * U
+    total = (float(np.sum(per_interval)) + float(np.sum(per_edge))) * (1.0 + 1e-12)
+    total += ends + 8.0 * U
+    return total if math.isfinite(total) else 1.0
 
 
 def _scalar(cdfs: CdfPair, index: int, h: float) -> tuple[float, float]:
-    f_p, s_p, _, _ = cdfs(np.array([index * h]))
+    f_p, s_p = cdfs(np.array([index * h]), np.array([abs(index * h) * U]))[:2]
     return float(f_p[0]), float(s_p[0])
 
 
@@ -152,9 +261,12 @@ def from_interval_cdfs(cdfs: CdfPair, h: float, tail_mass: float) -> LossPmf:
     """
     lower, upper = _grid_range(cdfs, h, tail_mass)
     edges = np.arange(lower, upper + 1, dtype=np.float64) * h
-    f_p, s_p, f_q, s_q = cdfs(edges)
-    p = _interval_mass(f_p, s_p)
-    q = _interval_mass(f_q, s_q)
+    # The exact rounding error of each grid point j h (0 where j h is a float).
+    edge_error = np.abs(product_error(np.arange(lower, upper + 1, dtype=np.float64), h))
+    values = cdfs(edges, edge_error)
+    f_p, s_p, f_q, s_q = values[:4]
+    p, used_p = _interval_mass(f_p, s_p)
+    q, used_q = _interval_mass(f_q, s_q)
     # e^{e_k} Q_k without overflow: Q_k <= e^{-e_k} P_k on finite losses.
     with np.errstate(divide="ignore"):
         scaled_q = np.exp(edges[:-1] + np.log(q))
@@ -165,4 +277,7 @@ def from_interval_cdfs(cdfs: CdfPair, h: float, tail_mass: float) -> LossPmf:
     masses[0] += max(0.0, float(f_p[0]))
     infinity = max(0.0, float(s_p[-1]))
     deficit = 1.0 - mass_lower(masses) - infinity
-    return LossPmf(h, lower, masses, infinity + max(0.0, deficit) + 4.0 * U, 0.0)
+    # Float error in the CDF values can also move mass between neighbouring buckets
+    # (not only change the total, which the deficit rule catches): bound its effect.
+    slack = discretization_slack(values, used_p, used_q, edges, p, scaled_q, q)
+    return LossPmf(h, lower, masses, infinity + max(0.0, deficit) + 4.0 * U, slack)

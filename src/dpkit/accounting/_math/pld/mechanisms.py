@@ -20,13 +20,20 @@ Thm 2.4; Murtagh & Vadhan 2016).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import special
 
-from dpkit.accounting._math.pld.discretize import CdfPair, from_atoms
-from dpkit.accounting._math.pld.pmf import FloatArray, LossPmf, mass_lower
+from dpkit.accounting._math.pld.discretize import (
+    CDF_REL,
+    CdfPair,
+    CdfValues,
+    from_atoms,
+    product_error,
+)
+from dpkit.accounting._math.pld.pmf import FloatArray, LossPmf, U, mass_lower
 
 __all__ = [
     "GaussianNoise",
@@ -44,6 +51,11 @@ class GaussianNoise:
     """``N(0, sigma^2)``; ``log r(x) = (2x - 1) / (2 sigma^2)`` has no flat parts."""
 
     sigma: float
+
+    @property
+    def slope(self) -> float:
+        """``dx/dt`` of :meth:`x_le` (for its rounding allowance)."""
+        return self.sigma * self.sigma
 
     def cdf(self, x: FloatArray) -> FloatArray:
         return np.asarray(special.ndtr(x / self.sigma), dtype=np.float64)
@@ -70,6 +82,11 @@ class LaplaceNoise:
 
     b: float
 
+    @property
+    def slope(self) -> float:
+        """``dx/dt`` of :meth:`x_le` on its linear part (for its rounding allowance)."""
+        return 0.5 * self.b
+
     def cdf(self, x: FloatArray) -> FloatArray:
         neg = 0.5 * np.exp(np.minimum(x, 0.0) / self.b)
         pos = -0.5 * np.expm1(-np.maximum(x, 0.0) / self.b) + 0.5
@@ -80,9 +97,16 @@ class LaplaceNoise:
 
     def _inverse(self, t: FloatArray, strict: bool) -> FloatArray:
         inner = np.clip((self.b * t + 1.0) * 0.5, 0.0, 1.0)
-        top = 1.0 / self.b
-        below = t <= -top if strict else t < -top
-        above = t > top if strict else t >= top
+        # Compare b t with -1 and 1 exactly (TwoProduct), so that a loss on the atom
+        # +-1/b lands on the right side even where 1/b is not a float.
+        bt = self.b * t
+        err = product_error(t, self.b)
+        if strict:
+            below = (bt < -1.0) | ((bt == -1.0) & (err <= 0.0))
+            above = (bt > 1.0) | ((bt == 1.0) & (err > 0.0))
+        else:
+            below = (bt < -1.0) | ((bt == -1.0) & (err < 0.0))
+            above = (bt > 1.0) | ((bt == 1.0) & (err >= 0.0))
         return np.where(below, -np.inf, np.where(above, np.inf, inner))
 
     def x_le(self, t: FloatArray) -> FloatArray:
@@ -109,6 +133,84 @@ def _log_ratio_threshold(e: FloatArray, q: float) -> FloatArray:
     return np.where(v > 0.0, out, -np.inf)
 
 
+def _threshold_range(
+    e: FloatArray, de: FloatArray, q: float
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """``_log_ratio_threshold`` at the computed edges, and an interval around the exact one.
+
+    ``e`` holds the computed grid points ``fl(j h)`` (within ``de`` of ``j h``). The
+    interval ``[lo, hi]`` contains the threshold of the *exact* grid point ``j h``,
+    assuming ``expm1``/``log`` within 4 ulp (8u) of their results, as dpkit assumes of
+    libm throughout, and one rounding (u) per arithmetic operation.
+    """
+    t = _log_ratio_threshold(e, q)
+    if q == 1.0:  # t = e: exact where the grid point is a float
+        return t, e - de * (1.0 + 4.0 * U), e + de * (1.0 + 4.0 * U)
+    with np.errstate(over="ignore", invalid="ignore"):
+        m = np.expm1(e)
+        v = m + q
+        # |v_computed - v_exact|: the edge error through e^e, expm1's error, the addition.
+        dv = (np.exp(e + de) * de + 8.0 * U * np.abs(m) + U * np.abs(v)) * (1.0 + 4.0 * U)
+        log_q = math.log(q)
+        with np.errstate(divide="ignore"):
+            lo = np.log(np.maximum(v - dv, 0.0)) - log_q
+            hi = np.log(np.maximum(v + dv, 0.0)) - log_q
+        # The two logs and the subtraction above, each a few ulp of its result.
+        pad_lo = 16.0 * U * (np.abs(lo) + abs(log_q) + 1.0)
+        pad_hi = 16.0 * U * (np.abs(hi) + abs(log_q) + 1.0)
+        # NaN only where e^e overflowed (inf - inf): widen to everything there.
+        lo = np.where(np.isfinite(lo), lo - pad_lo, np.where(np.isnan(lo), -np.inf, lo))
+        hi = np.where(np.isfinite(hi), hi + pad_hi, np.where(np.isnan(hi), np.inf, hi))
+    return t, lo, hi
+
+
+def _x_range(
+    noise: Noise, inverse: str, t: FloatArray, lo: FloatArray, hi: FloatArray
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """The output ``x`` at ``t``, and an interval containing the exact ``x`` at the true t.
+
+    ``x_le``/``x_lt`` are non-decreasing, so ``[x(lo), x(hi)]`` holds it up to the
+    rounding of the affine map and of the CDF's own scaling (a few u of ``|x|``,
+    ``slope |t|`` and 1).
+    """
+    f = noise.x_le if inverse == "le" else noise.x_lt
+    x, x_lo, x_hi = f(t), f(lo), f(hi)
+    with np.errstate(invalid="ignore"):
+        pad = 8.0 * U * (np.abs(x) + noise.slope * np.abs(t) + 1.0)
+        pad = np.where(np.isfinite(pad), pad, 0.0)
+    with np.errstate(invalid="ignore"):
+        x_lo = np.where(np.isfinite(x_lo), x_lo - pad - 8.0 * U * np.abs(x_lo), x_lo)
+        x_hi = np.where(np.isfinite(x_hi), x_hi + pad + 8.0 * U * np.abs(x_hi), x_hi)
+    return x, x_lo, x_hi
+
+
+def _loss_spread(
+    noise: Noise, t: FloatArray, lo: FloatArray, hi: FloatArray, x_lo: FloatArray, x_hi: FloatArray
+) -> FloatArray:
+    """A bound on ``|L(x) - e|`` over ``x`` in ``[x_lo, x_hi]`` (``inf`` if unbounded).
+
+    On the linear part ``t = log r(x)`` moves by ``dx / slope``, and the loss moves by at
+    most as much as ``t`` (``|dL/dt| = q r / (1 - q + q r) <= 1``).
+    """
+    with np.errstate(invalid="ignore"):
+        width = (hi - lo) + (x_hi - x_lo - (noise.x_le(hi) - noise.x_le(lo))) / noise.slope
+        width = np.abs(width) * (1.0 + 1e-6) + 4.0 * U * np.abs(t)
+    return np.where(np.isfinite(width), width, np.inf)
+
+
+def _spread(
+    cdf: Callable[[FloatArray], FloatArray],
+    sf: Callable[[FloatArray], FloatArray],
+    x_lo: FloatArray,
+    x_hi: FloatArray,
+) -> FloatArray:
+    """An upper bound on the measure of ``(x_lo, x_hi]`` (by whichever tail cancels less)."""
+    f_lo, f_hi, s_lo, s_hi = cdf(x_lo), cdf(x_hi), sf(x_lo), sf(x_hi)
+    by_cdf = f_hi - f_lo + CDF_REL * (f_hi + f_lo)
+    by_sf = s_lo - s_hi + CDF_REL * (s_lo + s_hi)
+    return np.maximum(np.minimum(by_cdf, by_sf), 0.0) * (1.0 + 4.0 * U)
+
+
 def _mix(noise: Noise, x: FloatArray, q: float, upper: bool) -> FloatArray:
     """``(1-q) mu0 + q mu1`` of ``(-inf, x]`` (or of ``(x, inf)`` when ``upper``)."""
     f = noise.sf if upper else noise.cdf
@@ -118,15 +220,34 @@ def _mix(noise: Noise, x: FloatArray, q: float, upper: bool) -> FloatArray:
 
 
 def sampled_cdfs(noise: Noise, q: float, direction: str) -> CdfPair:
-    """CDFs of the "remove" or "add" PLD of additive ``noise`` Poisson-sampled at ``q``."""
+    """CDFs of the "remove" or "add" PLD of additive ``noise`` Poisson-sampled at ``q``.
 
-    def remove(e: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
-        x = noise.x_le(_log_ratio_threshold(e, q))  # L <= e  <=>  output <= x
-        return _mix(noise, x, q, False), _mix(noise, x, q, True), noise.cdf(x), noise.sf(x)
+    Besides the four CDF values, each call returns per edge a bound on the ``P``- and
+    ``Q``-mass between the computed output threshold ``x`` and the exact one (the effect
+    of float error in the edge and in ``x``; see :func:`.discretize.from_interval_cdfs`).
+    """
 
-    def add(e: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
-        x = noise.x_lt(_log_ratio_threshold(-e, q))  # L <= e  <=>  output > x
-        return noise.sf(x), noise.cdf(x), _mix(noise, x, q, True), _mix(noise, x, q, False)
+    def mix_cdf(x: FloatArray) -> FloatArray:
+        return _mix(noise, x, q, False)
+
+    def mix_sf(x: FloatArray) -> FloatArray:
+        return _mix(noise, x, q, True)
+
+    def remove(e: FloatArray, de: FloatArray) -> CdfValues:
+        t, lo, hi = _threshold_range(e, de, q)
+        x, x_lo, x_hi = _x_range(noise, "le", t, lo, hi)  # L <= e  <=>  output <= x
+        w_p = _spread(mix_cdf, mix_sf, x_lo, x_hi)
+        w_q = _spread(noise.cdf, noise.sf, x_lo, x_hi)
+        eta = _loss_spread(noise, t, lo, hi, x_lo, x_hi)
+        return mix_cdf(x), mix_sf(x), noise.cdf(x), noise.sf(x), w_p, w_q, eta
+
+    def add(e: FloatArray, de: FloatArray) -> CdfValues:
+        t, lo, hi = _threshold_range(-e, de, q)
+        x, x_lo, x_hi = _x_range(noise, "lt", t, lo, hi)  # L <= e  <=>  output > x
+        w_p = _spread(noise.cdf, noise.sf, x_lo, x_hi)
+        w_q = _spread(mix_cdf, mix_sf, x_lo, x_hi)
+        eta = _loss_spread(noise, t, lo, hi, x_lo, x_hi)
+        return noise.sf(x), noise.cdf(x), mix_sf(x), mix_cdf(x), w_p, w_q, eta
 
     return remove if direction == "remove" else add
 
