@@ -8,24 +8,21 @@ The inner event's guarantee must hold for that same relation.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from dpkit._validation import check_count, check_probability
 from dpkit.accounting._math.rounding import up
 from dpkit.accounting.events._base import Event, register
+from dpkit.accounting.subsampling import amplified_epsilon
 from dpkit.errors import InvalidParameter
 
 __all__ = ["PoissonSampledEvent", "SampledWithoutReplacementEvent"]
 
 
 def _amplified(epsilon: float, rate: float) -> float:
-    # ln(1 + q (e^eps - 1)): log1p/expm1 keep small epsilons and rates accurate; two
-    # ulps up cover their rounding. Past e^eps's float range use the equal form
-    # eps + ln(q + (1 - q) e^-eps).
-    if epsilon > 700.0:
-        return min(epsilon, up(epsilon + math.log(rate + (1.0 - rate) * math.exp(-epsilon))))
-    return min(epsilon, up(math.log1p(rate * math.expm1(epsilon))))
+    # One implementation of ln(1 + q (e^eps - 1)) (rounded up; log-space past e^eps's
+    # float range): dpkit.accounting.subsampling.
+    return amplified_epsilon(epsilon, sampling_probability=rate)
 
 
 @register
