@@ -247,3 +247,69 @@ def test_discretisation_slack_is_positive_and_small() -> None:
     event = PoissonSampledEvent(GaussianEvent(1.0), 0.01)
     accountant = PLDAccountant().compose(event, count=1000)
     assert accountant._remove.slack > 1e-11
+
+
+@pytest.mark.parametrize("boundary", [-(2**40) - 3, -70_001, -2, -1, 0, 1, 2, 255, 256, 70_001])
+def test_vectorised_search_finds_the_first_true_index(boundary: int) -> None:
+    from dpkit.accounting._math.pld.discretize import _first_true
+
+    calls: list[int] = []
+
+    def pred(j: np.ndarray) -> np.ndarray:
+        calls.append(j.size)
+        return np.asarray(j >= boundary)
+
+    assert _first_true(pred) == boundary
+    assert len(calls) <= 16  # a few batched calls, not one per step
+
+
+def test_smallest_epsilon_does_not_depend_on_the_bracket_hint(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from dpkit.accounting._math.pld import hockey
+
+    accountant = PLDAccountant().compose(PoissonSampledEvent(GaussianEvent(1.0), 0.05), count=50)
+    pmf = accountant._remove
+    for delta in (1e-3, 1e-5, 1e-8):
+        hinted = smallest_epsilon(pmf, delta)
+        assert hockey_stick(pmf, hinted) <= delta
+        for bad in (0, pmf.masses.size // 3, pmf.masses.size - 1):
+            monkeypatch.setattr(hockey, "_first_below", lambda *_args, b=bad: b)
+            assert smallest_epsilon(pmf, delta) == hinted
+        monkeypatch.undo()
+
+
+@pytest.mark.parametrize("q", [1.0, 0.3])
+@pytest.mark.parametrize("noise_name", ["gaussian", "laplace"])
+def test_threshold_spread_bounds_the_exact_measure(q: float, noise_name: str) -> None:
+    import mpmath
+
+    from dpkit.accounting._math.pld.mechanisms import LaplaceNoise, _spread
+
+    mpmath.mp.dps = 50
+    noise = GaussianNoise(0.7) if noise_name == "gaussian" else LaplaceNoise(0.7)
+    rng = np.random.default_rng(7)
+    centre = rng.uniform(-8.0, 9.0, 200)
+    x_lo = centre - rng.uniform(0.0, 1e-9, 200)
+    x_hi = centre + rng.uniform(0.0, 1e-9, 200)
+    x_lo[:3] = [-np.inf, 0.2, 1.0]
+    x_hi[:3] = [-5.0, 0.2 + 1e-12, np.inf]
+    w_mix, w_noise = _spread(noise, q, x_lo, x_hi, x_hi <= 0.5)
+
+    def cdf(x: float, mu: float) -> mpmath.mpf:
+        if x == -math.inf:
+            return mpmath.mpf(0)
+        if x == math.inf:
+            return mpmath.mpf(1)
+        z = mpmath.mpf(x) - mu
+        if isinstance(noise, GaussianNoise):
+            return mpmath.ncdf(z / noise.sigma)
+        b = noise.b
+        return mpmath.exp(z / b) / 2 if z < 0 else 1 - mpmath.exp(-z / b) / 2
+
+    for lo, hi, wm, wn in zip(x_lo, x_hi, w_mix, w_noise, strict=True):
+        exact0 = cdf(hi, 0) - cdf(lo, 0)
+        exact1 = cdf(hi, 1) - cdf(lo, 1)
+        mix = exact1 if q == 1.0 else (1 - mpmath.mpf(q)) * exact0 + q * exact1
+        assert wn >= exact0
+        assert wm >= mix

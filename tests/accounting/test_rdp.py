@@ -300,3 +300,57 @@ def test_orders_are_validated() -> None:
         RDPAccountant(())
     assert RDPAccountant([2, 3]).orders == (2.0, 3.0)
     assert event_rdp(TruncatedLaplaceEvent(1.0, 1e-6)) is None
+
+
+# ------------------------------------------------- batched evaluation across orders
+
+
+@pytest.mark.parametrize("q", [1e-6, 0.01, 0.3, 0.6, 0.95])
+@pytest.mark.parametrize("sigma", [0.4, 1.0, 3.0, 40.0])
+def test_batched_series_match_per_order(q: float, sigma: float) -> None:
+    from dpkit.accounting._math import rdp as rdp_math
+
+    fractional = [1.01, 1.5, 2.37, 7.9, 10.9, 33.3, 70.5, 300.25]
+    batched = rdp_math._log_a_frac_many(q, sigma, fractional)
+    for order, value in zip(fractional, batched, strict=True):
+        single = rdp_math._log_a_frac(q, sigma, order)
+        assert (value is None) == (single is None)
+        if value is not None and single is not None:
+            # The same bound; only the sums' allowance differs, by ~2^-84 of A.
+            assert value == pytest.approx(single, rel=1e-9, abs=1e-23)
+    integers = [1, 2, 3, 11, 64, 1024]
+    for order, value in zip(integers, rdp_math._log_a_int_many(q, sigma, integers), strict=True):
+        assert value == subsampled_gaussian_log_a(q, sigma, order)
+
+
+def test_batched_curve_matches_order_by_order() -> None:
+    for q, sigma in [(0.01, 1.0), (0.2, 0.7), (0.001, 8.0)]:
+        curve = subsampled_gaussian_rdp_curve(q, sigma, DEFAULT_ORDERS)
+        for order, value in zip(DEFAULT_ORDERS, curve, strict=True):
+            assert value == pytest.approx(subsampled_gaussian_rdp(q, sigma, order), rel=1e-9)
+
+
+def test_sum_pairs_is_nearly_exact() -> None:
+    import numpy as np
+
+    from dpkit.accounting._math.rdp import _sum_pairs
+
+    rng = np.random.default_rng(0)
+    for width in (1, 2, 7, 64, 129, 4096):
+        terms = np.exp(rng.uniform(-60.0, 0.0, size=(5, width)))
+        hi, lo = _sum_pairs(terms)
+        for row, h, low in zip(terms.tolist(), hi.tolist(), lo.tolist(), strict=True):
+            exact = sum(Fraction(t) for t in row)
+            assert abs(Fraction(h) + Fraction(low) - exact) <= exact * Fraction(2) ** -86
+
+
+def test_fast_exact_helpers_match_fraction_versions() -> None:
+    from dpkit.accounting._math.rdp import _gaussian_rdp_float
+    from dpkit.accounting._math.rounding import fraction_up
+    from dpkit.accounting.rdp import _fraction_up
+
+    for sigma in (0.3, 1.0, 1.1, 7.77, 1e-160):
+        for order in DEFAULT_ORDERS[::7]:
+            assert _gaussian_rdp_float(sigma, order) == gaussian_rdp(sigma, order)
+    for value in (Fraction(0), Fraction(1, 3), Fraction(10**400), Fraction(7, 10**320)):
+        assert _fraction_up(value) == fraction_up(value)

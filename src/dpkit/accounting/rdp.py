@@ -122,6 +122,19 @@ def event_rdp(event: Event, orders: Sequence[float] = DEFAULT_ORDERS) -> RDP | N
     return accountant.compose(event).guarantee
 
 
+def _fraction_up(value: Fraction) -> float:
+    """:func:`fraction_up` (the smallest float >= ``value``) in integer arithmetic."""
+    numerator, denominator = value.numerator, value.denominator
+    try:
+        result = numerator / denominator  # int / int true division is correctly rounded
+    except OverflowError:
+        return math.inf
+    top, bottom = result.as_integer_ratio()
+    if top * denominator < numerator * bottom:  # result < value (denominators > 0)
+        result = math.nextafter(result, math.inf)
+    return result
+
+
 class RDPAccountant(Accountant):
     """Renyi-DP accounting on a fixed grid of orders (Mironov 2017).
 
@@ -176,7 +189,7 @@ class RDPAccountant(Accountant):
 
     def _epsilons(self) -> Curve:
         return tuple(
-            math.inf if inf else fraction_up(total)
+            math.inf if inf else _fraction_up(total)
             for total, inf in zip(self._totals, self._infinite, strict=True)
         )
 
@@ -194,7 +207,9 @@ class RDPAccountant(Accountant):
             if math.isinf(value):
                 self._infinite[index] = True
             elif value > 0.0:
-                self._totals[index] += count * Fraction(value)
+                # Exact: a float is the ratio of two integers (faster than Fraction(value)).
+                numerator, denominator = value.as_integer_ratio()
+                self._totals[index] += Fraction(count * numerator, denominator)
 
     def _is_zero(self) -> bool:
         return not any(self._infinite) and not any(self._totals)

@@ -115,6 +115,46 @@ def _log_a_minus_one_int(q: float, sigma: float, order: int) -> float:
     return _log_sum(logs, _ETA * size)
 
 
+def _log_a_int_many(q: float, sigma: float, orders: Sequence[int]) -> list[float]:
+    """:func:`subsampled_gaussian_log_a` at each of ``orders`` (integers), for 0 < q < 1.
+
+    The same terms, allowances and sums as :func:`_log_a_minus_one_int` and
+    :func:`_log_sum`, with the terms of all orders evaluated in one pass.
+    """
+    results = [0.0] * len(orders)
+    big = [(slot, n) for slot, n in enumerate(orders) if n >= 2]
+    if not big:
+        return results
+    lengths = np.array([n - 1 for _, n in big])
+    n_arr = np.repeat(np.array([float(n) for _, n in big]), lengths)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    k = np.arange(len(n_arr), dtype=np.float64) - np.repeat(starts, lengths) + 2.0
+    top = special.gammaln(n_arr + 1.0)
+    lg_k = special.gammaln(k + 1.0)
+    lg_rest = special.gammaln(n_arr - k + 1.0)
+    a = (n_arr - k) * math.log1p(-q)
+    b = k * math.log(q)
+    x = (k * k - k) / (2.0 * sigma * sigma)
+    c = _log_expm1(x)
+    logs: FloatArray = (top - lg_k - lg_rest) + a + b + c
+    size = np.abs(top) + np.abs(lg_k) + np.abs(lg_rest) + np.abs(a) + np.abs(b) + x + np.abs(c)
+    errors = _ETA * (size + 1.0)
+    tops = np.maximum.reduceat(logs, starts)
+    max_errors = np.maximum.reduceat(errors, starts).tolist()
+    with np.errstate(invalid="ignore"):  # -inf - -inf in a segment skipped below
+        scaled = np.exp(logs - np.repeat(tops, lengths)).tolist()
+    for (slot, _), start, length, top_k, error in zip(
+        big, starts.tolist(), lengths.tolist(), tops.tolist(), max_errors, strict=True
+    ):
+        if top_k == -math.inf:
+            log_a_m1 = -math.inf
+        else:
+            total = math.fsum(scaled[start : start + length])
+            log_a_m1 = top_k + math.log(total) + error + _LOG_SLACK
+        results[slot] = _log1p_exp(log_a_m1)
+    return results
+
+
 def _frac_terms(
     q: float, sigma: float, order: float, count: int, z0: float
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
@@ -268,6 +308,233 @@ def _log_a_frac(q: float, sigma: float, order: float) -> float | None:
     return result
 
 
+# ---------------------------------------------------------------- many orders at once
+#
+# The functions below evaluate :func:`_log_a_frac` for many fractional orders at once:
+# the same series, error allowances, tail bounds and stopping rule, with the terms of
+# all orders that use the same number of terms computed in one 2-D NumPy evaluation
+# (orders x terms). Orders the batch cannot handle go through :func:`_log_a_frac`.
+
+# Widest batch (terms per series); orders that need more use the per-order path.
+_MAX_BATCH_TERMS = 1 << 11
+# Most cells (orders x terms of both series) per batch: arrays of at most 64 KiB stay
+# in the CPU caches and below the allocator's mmap threshold; larger groups are split.
+_BATCH_CELLS = 8 * 1024
+
+
+def _log_tail_frac_many(
+    q: float, sigma: float, orders: FloatArray, counts: FloatArray, z0: float
+) -> FloatArray:
+    """:func:`_log_tail_frac` elementwise (the same formula and operations)."""
+    m = counts
+    log_k = (
+        orders * math.log1p(-q)
+        - z0 * z0 / (2.0 * sigma * sigma)
+        + math.log(sigma)
+        - 0.5 * math.log(2.0 * math.pi)
+    )
+    log_c = special.gammaln(orders + 1.0) - special.gammaln(m + 1.0)
+    log_c = log_c - special.gammaln(orders - m + 1.0)
+    spread = np.log1p((m + 1.0) / orders)
+    inverse_gaps = 1.0 / (m - z0) + 1.0 / (m + z0 - orders)
+    result: FloatArray = log_k + log_c + spread + np.log(inverse_gaps) + math.log(2.0)
+    return result
+
+
+def _log_tail_many(
+    q: float, sigma: float, orders: FloatArray, counts: FloatArray, z0: float
+) -> FloatArray:
+    """:func:`_log_tail` elementwise."""
+    frac = counts > np.maximum(z0, orders - z0)
+    with np.errstate(all="ignore"):
+        result = _log_tail_frac_many(q, sigma, orders, counts, z0)
+    for k in np.flatnonzero(~frac).tolist():
+        result[k] = _log_tail(q, sigma, float(orders[k]), int(counts[k]), z0)
+    return result
+
+
+# Allowance, relative to the sums, for using fl(hi + lo) of _sum_pairs (within
+# u/2 + 2^-85 of the exact sum) where _log_a_frac uses fsum (within u/2).
+_PAIR_ERR = 2.0**-84
+
+
+def _sum_pairs(terms: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Each row's sum of non-negative ``terms`` as a pair ``hi + lo``, nearly exact.
+
+    A pairwise tree of TwoSum steps (Knuth): each ``s = fl(x + y)`` keeps its exact error
+    ``e = (x + y) - s``, so the row's exact sum is ``hi + sum(e)``. With L <= 12 levels
+    (rows of at most 2^12 terms), ``sum |e| <= L u S (1 + u)^L`` (every partial sum is at
+    most the row sum S), and ``lo = np.sum(e)`` errs by at most ``n u sum |e|``, so
+    ``|hi + lo - S| <= 2^12 * 12 * 2^-106 * 1.01 S < 2^-86 S``.
+    """
+    hi = terms
+    errs: list[FloatArray] = []
+    while hi.shape[1] > 1:
+        if hi.shape[1] % 2:
+            hi = np.concatenate([hi, np.zeros((hi.shape[0], 1))], axis=1)
+        x, y = hi[:, 0::2], hi[:, 1::2]
+        s = x + y
+        bv = s - x
+        errs.append((x - (s - bv)) + (y - bv))
+        hi = s
+    lo = np.sum(np.concatenate(errs, axis=1), axis=1) if errs else np.zeros(hi.shape[0])
+    return hi[:, 0], lo
+
+
+def _frac_batch(
+    q: float, sigma: float, orders: FloatArray, count: int, z0: float, log_tail: FloatArray
+) -> tuple[list[float | None], list[float]]:
+    """The body of :func:`_log_a_frac`'s loop for several orders with ``count`` terms each.
+
+    Returns each order's result (None where :func:`_log_a_frac` returns None) and its
+    target for the tail bound.
+    """
+    a = orders[:, None]
+    i = np.arange(count, dtype=np.float64)[None, :]
+    log_q, log_1mq = math.log(q), math.log1p(-q)
+    s2 = 2.0 * sigma * sigma
+    top = special.gammaln(a + 1.0)
+    lg_i = special.gammaln(i + 1.0)
+    lg_rest = special.gammaln(a - i + 1.0)
+    sign = special.gammasgn(a - i + 1.0)  # the sign of C(order, i)
+    log_c = top - lg_i - lg_rest
+    c_size = np.abs(top) + np.abs(lg_i) + np.abs(lg_rest)
+    c_size[:, 0] = 0.0  # log C(a, 0) = top - 0 - top is exactly 0
+    j = a - i
+    x1, x2 = (z0 - i) / sigma, (j - z0) / sigma
+    ndtr1, ndtr2 = special.log_ndtr(x1), special.log_ndtr(x2)
+    # Series 1 and series 2 of _frac_terms, summed in the same order.
+    p1 = (i * log_q, j * log_1mq, (i * i - i) / s2, ndtr1)
+    p2 = (j * log_q, i * log_1mq, (j * j - j) / s2, ndtr2)
+    logs = np.concatenate([log_c + (((p1[0] + p1[1]) + p1[2]) + p1[3]), log_c + sum(p2)], axis=1)
+    signs = np.concatenate([sign, sign], axis=1)
+    size1 = np.abs(p1[0]) + np.abs(p1[1]) + np.abs(p1[2]) + np.abs(p1[3])
+    size2 = np.abs(p2[0]) + np.abs(p2[1]) + np.abs(p2[2]) + np.abs(p2[3])
+    sizes = np.concatenate([c_size + size1, c_size + size2], axis=1)
+    # The slope factor of series 1 depends on i only.
+    slope1 = np.exp(-0.5 * x1 * x1 - 0.5 * math.log(2.0 * math.pi) - ndtr1)
+    slope2 = np.exp(-0.5 * x2 * x2 - 0.5 * math.log(2.0 * math.pi) - ndtr2)
+    slope = np.concatenate([np.broadcast_to(slope1, slope2.shape), slope2], axis=1)
+    arg_size = (abs(z0) + (count - 1.0) + np.abs(a)) / sigma
+    errors = _ETA * (sizes + arg_size * slope) + _EXP_ERR
+
+    tops = np.maximum(np.max(logs, axis=1), log_tail)
+    # Terms below e^-650 of the largest are dropped (set to 0, which keeps subnormal
+    # numbers, slow in floating point, out of the sums and their rounding errors) and
+    # each is allowed for with e^-649 in the slack (it is at most e^-650 e^error, error < 1).
+    shifted = logs - tops[:, None]
+    dropped = shifted < -650.0
+    scaled = np.exp(np.where(dropped, -np.inf, shifted))
+    # The positive and the negative terms' sums of each order, as unevaluated pairs
+    # hi + lo within 2^-86 of the exact sums (see _sum_pairs).
+    n_rows = len(orders)
+    hi, lo = _sum_pairs(
+        np.concatenate([np.where(signs > 0, scaled, 0.0), np.where(signs < 0, scaled, 0.0)])
+    )
+    # A sum of non-negative terms: the relative error of np.sum is at most ~n u = 1e-12,
+    # well inside the factor 1 + 1e-10 (the same factor _log_a_frac applies).
+    slacks = np.sum(scaled * np.expm1(errors + _ETA * np.abs(tops)[:, None]), axis=1)
+    slacks = slacks * (1.0 + 1e-10) + np.exp(log_tail - tops)
+    # Allowance for the pairs' error (see _PAIR_ERR).
+    slacks += _PAIR_ERR * (hi[:n_rows] + hi[n_rows:])
+    slacks += np.count_nonzero(dropped, axis=1) * math.exp(-649.0)
+    pos_hi, neg_hi = hi[:n_rows].tolist(), hi[n_rows:].tolist()
+    pos_lo, neg_lo = lo[:n_rows].tolist(), lo[n_rows:].tolist()
+    results: list[float | None] = []
+    targets: list[float] = []
+    for top_k, p_hi, p_lo, n_hi, n_lo, slack in zip(
+        tops.tolist(), pos_hi, pos_lo, neg_hi, neg_lo, slacks.tolist(), strict=True
+    ):
+        # Rounded to nearest from within 2^-86 of the exact sums: within (u/2 + 2^-85) of
+        # them, where fsum is within u/2; _PAIR_ERR in the slack covers the difference.
+        positive, negative = p_hi + p_lo, n_hi + n_lo
+        if top_k < 600.0:
+            scale = math.exp(top_k)
+            parts = [positive * scale, -1.0, -negative * scale, slack * scale]
+            estimate = up(math.fsum(parts), 2) + 4.0 * math.ulp(max(1.0, positive * scale))
+            results.append(math.log1p(max(estimate, 0.0)))
+            targets.append(math.log(_TAIL_REL * max(estimate, 1e-300)))
+        else:
+            total = up(positive - negative + slack, 2) + 4.0 * math.ulp(positive)
+            if total <= 0.0:
+                results.append(None)
+                targets.append(math.inf)
+            else:
+                result = top_k + math.log(total)
+                results.append(result)
+                targets.append(math.log(_TAIL_REL) + result)
+    return results, targets
+
+
+def _log_a_frac_many(q: float, sigma: float, orders: Sequence[float]) -> list[float | None]:
+    """:func:`_log_a_frac` at each of ``orders`` (fractional, > 1), batched.
+
+    The same computation order by order: the same starting number of terms, the same
+    series terms and error allowances, the same tail bounds and stopping rule; only the
+    terms of orders that use the same number of terms are evaluated together. Orders
+    that would need more than ``_MAX_BATCH_TERMS`` terms use :func:`_log_a_frac`.
+    """
+    results: list[float | None] = [None] * len(orders)
+    if not orders:
+        return results
+    z0 = sigma * sigma * (math.log1p(-q) - math.log(q)) + 0.5
+    a = np.asarray(orders, dtype=np.float64)
+    counts = np.maximum(64.0, np.ceil(a) + 16.0)
+    tails = _log_tail_many(q, sigma, a, counts, z0)
+    while True:
+        grow = np.isinf(tails) & (counts <= _MAX_FRAC_TERMS)
+        if not grow.any():
+            break
+        counts[grow] *= 2.0  # no tail bound yet (q >= 1/2 and z0 far below 0)
+        tails[grow] = _log_tail_many(q, sigma, a[grow], counts[grow], z0)
+    todo = [k for k, c in enumerate(counts.tolist()) if c <= _MAX_BATCH_TERMS]
+    for k in sorted(set(range(len(orders))) - set(todo)):
+        results[k] = _log_a_frac(q, sigma, float(orders[k]))
+    for final in (False, True):
+        redo: list[int] = []
+        redo_targets: list[float] = []
+        batches = []
+        for count in sorted({int(counts[k]) for k in todo}):
+            same = [k for k in todo if int(counts[k]) == count]
+            step = max(1, _BATCH_CELLS // (2 * count))
+            batches += [(count, same[start : start + step]) for start in range(0, len(same), step)]
+        for count, group in batches:
+            rows = np.asarray(group)
+            values, targets = _frac_batch(q, sigma, a[rows], count, z0, tails[rows])
+            for k, value, target in zip(group, values, targets, strict=True):
+                results[k] = value
+                if not final and value is not None and tails[k] > target:
+                    redo.append(k)
+                    redo_targets.append(target)
+        if not redo:
+            break
+        # The tail bound decreases in the number of terms: find enough, then redo once.
+        rows = np.asarray(redo)
+        targets_arr = np.array(redo_targets)
+        needed = counts[rows].copy()
+        live = np.ones(len(redo), dtype=bool)
+        while True:
+            live &= needed <= _MAX_FRAC_TERMS
+            if live.any():
+                live[live] = (
+                    _log_tail_many(q, sigma, a[rows][live], needed[live], z0) > (targets_arr[live])
+                )
+            if not live.any():
+                break
+            needed[live] *= 2.0
+        todo = []
+        for k, need in zip(redo, needed.tolist(), strict=True):
+            if need > _MAX_FRAC_TERMS:
+                continue  # keep this pass's result, as _log_a_frac does
+            if need > _MAX_BATCH_TERMS:
+                results[k] = _log_a_frac(q, sigma, float(orders[k]))
+                continue
+            counts[k] = need
+            todo.append(k)
+        tails[todo] = _log_tail_many(q, sigma, a[todo], counts[todo], z0)
+    return results
+
+
 def subsampled_gaussian_log_a(
     sampling_probability: float, noise_multiplier: float, order: int
 ) -> float:
@@ -340,10 +607,21 @@ def subsampled_gaussian_rdp_curve(
     >>> curve[0] < curve[1] < curve[2]
     True
     """
+    q, sigma = sampling_probability, noise_multiplier
     cache: dict[int, float] = {}
-    return tuple(
-        _subsampled_gaussian_rdp(sampling_probability, noise_multiplier, a, cache) for a in orders
-    )
+    frac: dict[float, float | None] = {}
+    if 0.0 < q < 1.0:
+        # The integer orders this curve uses (directly or to interpolate), together.
+        ints: set[int] = set()
+        for a in orders:
+            n = math.floor(a)
+            ints.update((n,) if float(a).is_integer() else (n, n + 1))
+        wanted_ints = sorted(n for n in ints if n <= _MAX_TERMS)
+        cache = dict(zip(wanted_ints, _log_a_int_many(q, sigma, wanted_ints), strict=True))
+        # The fractional orders' series, evaluated together (the same bounds).
+        wanted = sorted({float(a) for a in orders if not float(a).is_integer()})
+        frac = dict(zip(wanted, _log_a_frac_many(q, sigma, wanted), strict=True))
+    return tuple(_subsampled_gaussian_rdp(q, sigma, a, cache, frac) for a in orders)
 
 
 def _log_a_int_cached(q: float, sigma: float, order: int, cache: dict[int, float]) -> float:
@@ -352,10 +630,29 @@ def _log_a_int_cached(q: float, sigma: float, order: int, cache: dict[int, float
     return cache[order]
 
 
+def _gaussian_rdp_float(sigma: float, order: float) -> float:
+    """:func:`gaussian_rdp` for floats, in integer arithmetic (the same exact value)."""
+    n1, d1 = float(order).as_integer_ratio()
+    n2, d2 = float(sigma).as_integer_ratio()
+    num, den = n1 * d2 * d2, 2 * d1 * n2 * n2
+    try:
+        result = num / den  # int / int true division is correctly rounded
+    except OverflowError:
+        return math.inf
+    rn, rd = result.as_integer_ratio()
+    if rn * den < num * rd:
+        result = math.nextafter(result, math.inf)
+    return result
+
+
 def _subsampled_gaussian_rdp(
-    q: float, sigma: float, order: float, cache: dict[int, float]
+    q: float,
+    sigma: float,
+    order: float,
+    cache: dict[int, float],
+    frac: dict[float, float | None] | None = None,
 ) -> float:
-    plain = gaussian_rdp(sigma, order)
+    plain = _gaussian_rdp_float(sigma, order)
     if q == 0.0:
         return 0.0
     if q == 1.0:
@@ -367,7 +664,7 @@ def _subsampled_gaussian_rdp(
             return plain
         log_a: float | None = _log_a_int_cached(q, sigma, n, cache)
     else:
-        log_a = _log_a_frac(q, sigma, order)
+        log_a = frac[order] if frac and order in frac else _log_a_frac(q, sigma, order)
         n = math.floor(order)
         if n + 1 <= _MAX_TERMS:
             theta = order - n

@@ -32,6 +32,7 @@ import math
 from collections.abc import Callable
 
 import numpy as np
+import numpy.typing as npt
 
 from dpkit.accounting._math.pld.pmf import FloatArray, LossPmf, U, mass_lower
 
@@ -202,8 +203,11 @@ def discretization_slack(
         c = -math.expm1(-h)
         per_interval = (1.0 + 3.0 * c) * dp + scaled_dq + r * scaled_q
         near = eta <= 0.125 * h
-        full = 6.0 * w_p + 2.0 * np.exp(edges + h + np.log(w_q))
-        per_edge = np.where(near, 8.0 * eta * w_p, full)
+        per_edge = 8.0 * eta * w_p
+        far = ~near  # usually none: charge those edges in full
+        if far.any():
+            full = 6.0 * w_p[far] + 2.0 * np.exp(edges[far] + h + np.log(w_q[far]))
+            per_edge[far] = full
     # The ends (first bucket, +inf) and the telescoping's end and switch terms.
     ends = CDF_REL * (f_p[0] + s_p[-1] + 4.0) + w_p[0] + w_p[-1] + 2.0 * float(w_p.max())
     ends *= 1.0 + 4.0 * U
@@ -212,41 +216,67 @@ def discretization_slack(
     return total if math.isfinite(total) else 1.0
 
 
-def _scalar(cdfs: CdfPair, index: int, h: float) -> tuple[float, float]:
-    f_p, s_p = cdfs(np.array([index * h]), np.array([abs(index * h) * U]))[:2]
-    return float(f_p[0]), float(s_p[0])
+def _tails(cdfs: CdfPair, indices: FloatArray, h: float) -> tuple[FloatArray, FloatArray]:
+    """``P[L <= j h]`` and ``P[L > j h]`` at the grid indices ``j`` (one vectorised call)."""
+    edges = indices * h
+    f_p, s_p = cdfs(edges, np.abs(edges) * U)[:2]
+    return f_p, s_p
+
+
+#: Points per round of the vectorised searches of :func:`_grid_range`.
+_ROUND = 64
+
+
+def _first_true(pred: Callable[[FloatArray], npt.NDArray[np.bool_]]) -> int:
+    """Smallest integer where the monotone ``pred`` holds (it holds far right).
+
+    ``pred`` maps an array of integer-valued floats to booleans. Doubling steps are
+    tried a batch at a time, then the bracket is cut ``_ROUND``-fold per call.
+    """
+    if bool(pred(np.zeros(1))[0]):  # search left: the first k with pred(-2^k) false
+        lo, hi = 0, 0
+        for first in range(0, 63, 8):
+            steps = -np.exp2(np.arange(first, first + 8, dtype=np.float64))
+            ok = pred(steps)
+            if not ok.all():
+                k = int(np.argmin(ok))
+                lo = int(steps[k])
+                hi = int(steps[k - 1]) if k else (0 if first == 0 else int(-(2.0 ** (first - 1))))
+                break
+        else:
+            raise TooManyBuckets(1 << 62)
+    else:  # search right: the first k with pred(2^k) true
+        lo, hi = 0, 0
+        for first in range(0, 63, 8):
+            steps = np.exp2(np.arange(first, first + 8, dtype=np.float64))
+            ok = pred(steps)
+            if ok.any():
+                k = int(np.argmax(ok))
+                hi = int(steps[k])
+                lo = int(steps[k - 1]) if k else (0 if first == 0 else int(2.0 ** (first - 1)))
+                break
+        else:
+            raise TooManyBuckets(1 << 62)
+    while hi - lo > 1:  # pred(lo) false, pred(hi) true
+        inner = np.unique(np.linspace(lo, hi, _ROUND + 2)[1:-1].round())
+        inner = inner[(inner > lo) & (inner < hi)]
+        ok = pred(inner)
+        true_at = np.flatnonzero(ok)
+        if true_at.size:
+            j = int(true_at[0])
+            hi = int(inner[j])
+            if j:
+                lo = int(inner[j - 1])
+        else:
+            lo = int(inner[-1])
+    return hi
 
 
 def _grid_range(cdfs: CdfPair, h: float, tail_mass: float) -> tuple[int, int]:
     """Grid indices ``lo < hi`` with ``P[L <= lo h] <= tail`` and ``P[L > hi h] <= tail``."""
-
-    def search(pred: Callable[[int], bool]) -> int:
-        # Smallest index where the monotone predicate holds (it holds far right).
-        if pred(0):
-            step = -1
-            while pred(step):
-                step *= 2
-                if -step > 1 << 62:
-                    raise TooManyBuckets(-step)
-            lo, hi = step, step // 2
-        else:
-            step = 1
-            while not pred(step):
-                step *= 2
-                if step > 1 << 62:
-                    raise TooManyBuckets(step)
-            lo, hi = step // 2, step
-        while hi - lo > 1:  # pred(lo) false, pred(hi) true
-            mid = (lo + hi) // 2
-            if pred(mid):
-                hi = mid
-            else:
-                lo = mid
-        return hi
-
     # Largest index whose left tail is <= tail_mass: one below the first where it is not.
-    first_heavy_left = search(lambda j: _scalar(cdfs, j, h)[0] > tail_mass)
-    upper = search(lambda j: _scalar(cdfs, j, h)[1] <= tail_mass)
+    first_heavy_left = _first_true(lambda j: _tails(cdfs, j, h)[0] > tail_mass)
+    upper = _first_true(lambda j: _tails(cdfs, j, h)[1] <= tail_mass)
     lower = min(first_heavy_left - 1, upper - 1)
     _check_size(upper - lower + 1)
     return lower, upper

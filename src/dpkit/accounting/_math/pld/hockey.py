@@ -39,6 +39,26 @@ def _excess_terms(pmf: LossPmf, epsilon: float, losses: FloatArray | None = None
     return float(np.sum(terms))
 
 
+def _first_below(pmf: LossPmf, target: float, start: int) -> int:
+    """An estimate of the first index ``>= start`` whose finite delta is at most ``target``.
+
+    With ``r = e^{-h}``, the finite part of ``delta`` at grid point ``i`` is
+    ``(1 - r) sum_{k > i} U_k`` where ``U_k = m_k + r U_{k+1}`` (all terms non-negative,
+    no cancellation). Only a hint for the bracket search: the caller confirms it.
+    """
+    from scipy.signal import lfilter  # deferred: scipy.signal is slow to import
+
+    masses = pmf.masses[start:]
+    if masses.size < 2:
+        return start
+    r = math.exp(-pmf.h)
+    u = np.asarray(lfilter([1.0], [1.0, -r], masses[::-1]), dtype=np.float64)
+    # tail[j] = sum_{k > j} U_k, from the back (u is reversed already).
+    tail = np.concatenate((np.cumsum(u)[-2::-1], [0.0])) * -math.expm1(-pmf.h)
+    below = np.flatnonzero(tail <= target)
+    return start + int(below[0]) if below.size else start + masses.size - 1
+
+
 def hockey_stick(pmf: LossPmf, epsilon: float, losses: FloatArray | None = None) -> float:
     """``delta(epsilon)`` of ``pmf`` plus its slack, rounded up (an upper bound).
 
@@ -70,9 +90,25 @@ def smallest_epsilon(pmf: LossPmf, delta: float) -> float:
     # Grid points at or above 0; the last one has delta == floor < target.
     start = int(np.searchsorted(losses, 0.0, side="left"))
     lo, hi = start - 1, losses.size - 1  # delta(max(0, l_lo)) > target >= delta(l_hi)
+
+    def ok(index: int) -> bool:
+        return hockey_stick(pmf, float(losses[index]), losses) <= delta
+
+    # One O(n) pass estimates delta at every grid point; the estimate only narrows the
+    # bracket, each end of which is confirmed by an exact hockey_stick call.
+    hint = _first_below(pmf, delta - floor, start)
+    if lo < hint < hi:
+        if ok(hint):
+            hi = hint
+            if hint - 1 > lo and not ok(hint - 1):
+                lo = hint - 1
+        else:
+            lo = hint
+            if hint + 1 < hi and ok(hint + 1):
+                hi = hint + 1
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if hockey_stick(pmf, float(losses[mid]), losses) <= delta:
+        if ok(mid):
             hi = mid
         else:
             lo = mid

@@ -20,10 +20,10 @@ Thm 2.4; Murtagh & Vadhan 2016).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 from scipy import special
 
 from dpkit.accounting._math.pld.discretize import (
@@ -57,6 +57,16 @@ class GaussianNoise:
         """``dx/dt`` of :meth:`x_le` (for its rounding allowance)."""
         return self.sigma * self.sigma
 
+    def max_density(self, distance: FloatArray) -> FloatArray:
+        """An upper bound on the density at any point at least ``distance`` from 0.
+
+        ``1 / (sigma sqrt(2 pi)) < 0.4 / sigma``; the exponent ``-(d / sigma)^2 / 2``
+        is raised by 8u relative (three roundings) and ``exp`` allowed 8u (16u here).
+        """
+        z = distance / self.sigma
+        peak = 0.4 / self.sigma * (1.0 + 2.0 * U)
+        return np.exp(-0.5 * (z * z) * (1.0 - 8.0 * U)) * (peak * (1.0 + 16.0 * U))
+
     def cdf(self, x: FloatArray) -> FloatArray:
         return np.asarray(special.ndtr(x / self.sigma), dtype=np.float64)
 
@@ -86,6 +96,15 @@ class LaplaceNoise:
     def slope(self) -> float:
         """``dx/dt`` of :meth:`x_le` on its linear part (for its rounding allowance)."""
         return 0.5 * self.b
+
+    def max_density(self, distance: FloatArray) -> FloatArray:
+        """An upper bound on the density at any point at least ``distance`` from 0.
+
+        ``e^{-d/b} / (2 b)``; the exponent is raised by 8u relative and ``exp`` allowed
+        8u (16u here).
+        """
+        peak = 0.5 / self.b * (1.0 + 2.0 * U)
+        return np.exp(-(distance / self.b) * (1.0 - 8.0 * U)) * (peak * (1.0 + 16.0 * U))
 
     def cdf(self, x: FloatArray) -> FloatArray:
         neg = 0.5 * np.exp(np.minimum(x, 0.0) / self.b)
@@ -143,12 +162,13 @@ def _threshold_range(
     assuming ``expm1``/``log`` within 4 ulp (8u) of their results, as dpkit assumes of
     libm throughout, and one rounding (u) per arithmetic operation.
     """
-    t = _log_ratio_threshold(e, q)
     if q == 1.0:  # t = e: exact where the grid point is a float
-        return t, e - de * (1.0 + 4.0 * U), e + de * (1.0 + 4.0 * U)
+        return e, e - de * (1.0 + 4.0 * U), e + de * (1.0 + 4.0 * U)
     with np.errstate(over="ignore", invalid="ignore"):
         m = np.expm1(e)
         v = m + q
+        with np.errstate(divide="ignore"):  # as _log_ratio_threshold, sharing expm1(e)
+            t = np.where(v > 0.0, np.log(np.where(v > 0.0, v, 1.0)) - math.log(q), -np.inf)
         # |v_computed - v_exact|: the edge error through e^e, expm1's error, the addition.
         dv = (np.exp(e + de) * de + 8.0 * U * np.abs(m) + U * np.abs(v)) * (1.0 + 4.0 * U)
         log_q = math.log(q)
@@ -198,25 +218,72 @@ def _loss_spread(
     return np.where(np.isfinite(width), width, np.inf)
 
 
+def _bound(small: FloatArray, big: FloatArray) -> FloatArray:
+    """An upper bound on ``big - small`` for computed tail values (each within CDF_REL)."""
+    return np.maximum(big - small + CDF_REL * (big + small), 0.0) * (1.0 + 4.0 * U)
+
+
 def _spread(
-    cdf: Callable[[FloatArray], FloatArray],
-    sf: Callable[[FloatArray], FloatArray],
-    x_lo: FloatArray,
-    x_hi: FloatArray,
-) -> FloatArray:
-    """An upper bound on the measure of ``(x_lo, x_hi]`` (by whichever tail cancels less)."""
-    f_lo, f_hi, s_lo, s_hi = cdf(x_lo), cdf(x_hi), sf(x_lo), sf(x_hi)
-    by_cdf = f_hi - f_lo + CDF_REL * (f_hi + f_lo)
-    by_sf = s_lo - s_hi + CDF_REL * (s_lo + s_hi)
-    return np.maximum(np.minimum(by_cdf, by_sf), 0.0) * (1.0 + 4.0 * U)
+    noise: Noise, q: float, x_lo: FloatArray, x_hi: FloatArray, use_cdf: npt.NDArray[np.bool_]
+) -> tuple[FloatArray, FloatArray]:
+    """Upper bounds on the mixture's and the noise's measure of ``(x_lo, x_hi]``.
+
+    Where both ends are finite: the measure is at most ``(x_hi - x_lo)`` times the
+    largest density on the interval, which for noise centred at ``mu`` is bounded by
+    ``noise.max_density`` of the interval's distance from ``mu`` (both noise densities
+    decrease away from their centre); the mixture's is ``(1-q)`` times that for
+    ``mu = 0`` plus ``q`` times that for ``mu = 1``. Distances are lowered by 4u (one
+    rounding each) and the products raised by 8u. Elsewhere the measure is a
+    difference of two CDF values or of two survival values (each within CDF_REL);
+    either gives a valid bound, and ``use_cdf`` picks per point the tail that cancels
+    less (chosen by the caller from the values at the computed threshold). The
+    mixture is ``(1-q) mu0 + q mu1``, sharing ``mu0``'s values with the noise's own.
+    """
+    with np.errstate(invalid="ignore", over="ignore"):
+        width = np.maximum(x_hi - x_lo, 0.0) * (1.0 + 8.0 * U)
+        finite = np.isfinite(width)
+        width = np.where(finite, width, 0.0)
+        lo_f, hi_f = np.where(finite, x_lo, 0.0), np.where(finite, x_hi, 0.0)
+        keep = 1.0 - 4.0 * U
+        d0 = np.maximum(np.maximum(lo_f, -hi_f), 0.0)  # distance from 0: exact
+        w_noise = width * noise.max_density(d0)
+        d1 = np.maximum(np.maximum(lo_f - 1.0, 1.0 - hi_f), 0.0) * keep  # from 1
+        if q == 1.0:
+            w_mix = width * noise.max_density(d1)
+        else:
+            w_mix = width * ((1.0 - q) * noise.max_density(d0) + q * noise.max_density(d1))
+            w_mix *= 1.0 + 4.0 * U
+    if finite.all():
+        return w_mix, w_noise
+    for mask, f, by_cdf in (
+        (~finite & use_cdf, noise.cdf, True),
+        (~finite & ~use_cdf, noise.sf, False),
+    ):
+        if not mask.any():
+            continue
+        lo, hi = x_lo[mask], x_hi[mask]
+        n_lo, n_hi = f(lo), f(hi)
+        if q == 1.0:
+            m_lo, m_hi = f(lo - 1.0), f(hi - 1.0)
+        else:
+            m_lo = (1.0 - q) * n_lo + q * f(lo - 1.0)
+            m_hi = (1.0 - q) * n_hi + q * f(hi - 1.0)
+        if by_cdf:  # F(hi) - F(lo)
+            w_mix[mask], w_noise[mask] = _bound(m_lo, m_hi), _bound(n_lo, n_hi)
+        else:  # S(lo) - S(hi)
+            w_mix[mask], w_noise[mask] = _bound(m_hi, m_lo), _bound(n_hi, n_lo)
+    return w_mix, w_noise
 
 
-def _mix(noise: Noise, x: FloatArray, q: float, upper: bool) -> FloatArray:
-    """``(1-q) mu0 + q mu1`` of ``(-inf, x]`` (or of ``(x, inf)`` when ``upper``)."""
-    f = noise.sf if upper else noise.cdf
+def _mixed(
+    noise: Noise, x: FloatArray, q: float
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+    """The mixture's CDF and survival at ``x``, then the noise's own."""
+    c0, s0 = noise.cdf(x), noise.sf(x)
+    c1, s1 = noise.cdf(x - 1.0), noise.sf(x - 1.0)
     if q == 1.0:
-        return f(x - 1.0)
-    return (1.0 - q) * f(x) + q * f(x - 1.0)
+        return c1, s1, c0, s0
+    return (1.0 - q) * c0 + q * c1, (1.0 - q) * s0 + q * s1, c0, s0
 
 
 def sampled_cdfs(noise: Noise, q: float, direction: str) -> CdfPair:
@@ -227,27 +294,21 @@ def sampled_cdfs(noise: Noise, q: float, direction: str) -> CdfPair:
     of float error in the edge and in ``x``; see :func:`.discretize.from_interval_cdfs`).
     """
 
-    def mix_cdf(x: FloatArray) -> FloatArray:
-        return _mix(noise, x, q, False)
-
-    def mix_sf(x: FloatArray) -> FloatArray:
-        return _mix(noise, x, q, True)
-
     def remove(e: FloatArray, de: FloatArray) -> CdfValues:
         t, lo, hi = _threshold_range(e, de, q)
         x, x_lo, x_hi = _x_range(noise, "le", t, lo, hi)  # L <= e  <=>  output <= x
-        w_p = _spread(mix_cdf, mix_sf, x_lo, x_hi)
-        w_q = _spread(noise.cdf, noise.sf, x_lo, x_hi)
+        mix_f, mix_s, f, s = _mixed(noise, x, q)
+        w_p, w_q = _spread(noise, q, x_lo, x_hi, mix_f <= mix_s)
         eta = _loss_spread(noise, t, lo, hi, x_lo, x_hi)
-        return mix_cdf(x), mix_sf(x), noise.cdf(x), noise.sf(x), w_p, w_q, eta
+        return mix_f, mix_s, f, s, w_p, w_q, eta
 
     def add(e: FloatArray, de: FloatArray) -> CdfValues:
         t, lo, hi = _threshold_range(-e, de, q)
         x, x_lo, x_hi = _x_range(noise, "lt", t, lo, hi)  # L <= e  <=>  output > x
-        w_p = _spread(noise.cdf, noise.sf, x_lo, x_hi)
-        w_q = _spread(mix_cdf, mix_sf, x_lo, x_hi)
+        mix_f, mix_s, f, s = _mixed(noise, x, q)
+        w_q, w_p = _spread(noise, q, x_lo, x_hi, mix_f <= mix_s)
         eta = _loss_spread(noise, t, lo, hi, x_lo, x_hi)
-        return noise.sf(x), noise.cdf(x), mix_sf(x), mix_cdf(x), w_p, w_q, eta
+        return s, f, mix_s, mix_f, w_p, w_q, eta
 
     return remove if direction == "remove" else add
 
