@@ -19,7 +19,17 @@ Module map
 ``dp.errors``       the exception hierarchy (also re-exported here)
 """
 
-from dpkit import accounting, audit, errors, mechanisms, noise, random, selection
+from dpkit import (
+    accounting,
+    analytics,
+    audit,
+    errors,
+    estimators,
+    mechanisms,
+    noise,
+    random,
+    selection,
+)
 from dpkit.accounting import (
     RDP,
     ZCDP,
@@ -31,6 +41,7 @@ from dpkit.accounting import (
     ZCDPFilter,
     privacy_filter,
 )
+from dpkit.analytics import Session
 from dpkit.errors import (
     BudgetExceeded,
     DataError,
@@ -42,6 +53,19 @@ from dpkit.errors import (
     InvalidParameter,
     UnsupportedEvent,
     WeakGuaranteeWarning,
+)
+from dpkit.estimators import (
+    Grid,
+    count_distinct,
+    inverse_sensitivity,
+    max,
+    median,
+    min,
+    quantile,
+    quantiles,
+    shifted_inverse_sensitivity,
+    user_count,
+    user_sum,
 )
 from dpkit.mechanisms import (
     DiscreteGaussian,
@@ -69,8 +93,10 @@ from dpkit.selection import (
     ReportNoisyMax,
     SparseVector,
     exponential,
+    noisy_binary_search,
     permute_and_flip,
     report_noisy_max,
+    select_by_tree,
     sparse_vector,
 )
 
@@ -91,6 +117,7 @@ __all__ = [
     "ErrorBound",
     "ExponentialMechanism",
     "Gaussian",
+    "Grid",
     "InsecureRandomWarning",
     "InternalError",
     "InvalidParameter",
@@ -104,6 +131,7 @@ __all__ = [
     "RandomizedResponse",
     "Release",
     "ReportNoisyMax",
+    "Session",
     "SparseVector",
     "SubsampledLaplace",
     "TruncatedLaplace",
@@ -112,23 +140,37 @@ __all__ = [
     "ZCDPFilter",
     "__version__",
     "accounting",
+    "analytics",
     "as_random",
     "audit",
+    "count_distinct",
     "discrete_gaussian",
     "discrete_laplace",
     "errors",
+    "estimators",
     "exponential",
     "gaussian",
+    "inverse_sensitivity",
     "laplace",
+    "max",
     "mechanisms",
+    "median",
+    "min",
     "noise",
+    "noisy_binary_search",
     "permute_and_flip",
     "privacy_filter",
+    "quantile",
+    "quantiles",
     "random",
     "randomized_response",
     "report_noisy_max",
+    "select_by_tree",
     "selection",
+    "shifted_inverse_sensitivity",
     "sparse_vector",
     "subsampled_laplace",
     "truncated_laplace",
+    "user_count",
+    "user_sum",
 ]

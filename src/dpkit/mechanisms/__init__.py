@@ -6,7 +6,14 @@ Each mechanism is a class built from public parameters (``Laplace(scale=...)`` o
 (``dp.laplace(value, epsilon=...)``).
 """
 
-from dpkit.mechanisms._base import ErrorBound, Mechanism, Release
+from dpkit.mechanisms._base import (
+    Accuracy,
+    DownSensitivityBound,
+    ErrorBound,
+    Mechanism,
+    RankErrorBound,
+    Release,
+)
 from dpkit.mechanisms.gaussian import DiscreteGaussian, Gaussian, discrete_gaussian, gaussian
 from dpkit.mechanisms.laplace import DiscreteLaplace, Laplace, discrete_laplace, laplace
 from dpkit.mechanisms.randomized_response import RandomizedResponse, randomized_response
@@ -18,13 +25,16 @@ from dpkit.mechanisms.truncated_laplace import (
 )
 
 __all__ = [
+    "Accuracy",
     "DiscreteGaussian",
     "DiscreteLaplace",
+    "DownSensitivityBound",
     "ErrorBound",
     "Gaussian",
     "Laplace",
     "Mechanism",
     "RandomizedResponse",
+    "RankErrorBound",
     "Release",
     "SubsampledLaplace",
     "TruncatedLaplace",

@@ -20,7 +20,15 @@ from dpkit.accounting.events import Event
 from dpkit.accounting.guarantees import ZCDP, ApproxDP, PureDP
 from dpkit.random import Random, RandomLike, as_random
 
-__all__ = ["ErrorBound", "Guarantee", "Mechanism", "Release"]
+__all__ = [
+    "Accuracy",
+    "DownSensitivityBound",
+    "ErrorBound",
+    "Guarantee",
+    "Mechanism",
+    "RankErrorBound",
+    "Release",
+]
 
 Guarantee = PureDP | ApproxDP | ZCDP
 ValueT = TypeVar("ValueT")
@@ -45,6 +53,40 @@ class ErrorBound:
 
 
 @dataclass(frozen=True, slots=True)
+class RankErrorBound:
+    """Accuracy of a quantile-like release, stated in ranks of the data.
+
+    With probability at least ``confidence``, the released value lies between the
+    order statistics ``x_(m - rank_radius)`` and ``x_(m + rank_radius)`` of the data
+    (after snapping to the output grid), where ``x_(m)`` is the exact answer. In value
+    terms the error is at most the local sensitivity ``LS^k(x)`` with
+    ``k = rank_radius`` (Asi & Duchi 2020; Thm 4 of the inverse-sensitivity post).
+    The radius depends on public parameters only.
+    """
+
+    rank_radius: int
+    confidence: float
+
+
+@dataclass(frozen=True, slots=True)
+class DownSensitivityBound:
+    """Accuracy of a shifted-inverse release: a one-sided, data-dependent guarantee.
+
+    With probability at least ``confidence``,
+    ``f(x) >= value >= f(x) - DS_f^k(x)`` with ``k = removals``: the release never
+    exceeds the exact answer, and is at least what ``f`` becomes after removing the
+    ``removals`` privacy units that lower it most (Fang, Dong & Yi 2022; Thm 4 and 5
+    of the down-sensitivity post). ``removals`` depends on public parameters only.
+    """
+
+    removals: int
+    confidence: float
+
+
+Accuracy = ErrorBound | RankErrorBound | DownSensitivityBound
+
+
+@dataclass(frozen=True, slots=True)
 class Release(Generic[ValueT]):
     """A released value with its accuracy and its privacy cost.
 
@@ -53,7 +95,9 @@ class Release(Generic[ValueT]):
     value:
         The private output.
     error:
-        Its :class:`ErrorBound`, or None when no additive error applies (selection,
+        Its accuracy: an :class:`ErrorBound` for additive noise, a
+        :class:`RankErrorBound` for quantiles, a :class:`DownSensitivityBound` for
+        shifted-inverse estimates, or None when none applies (selection,
         randomized response).
     event:
         What ran, for an accountant.
@@ -66,7 +110,7 @@ class Release(Generic[ValueT]):
     """
 
     value: ValueT
-    error: ErrorBound | None
+    error: Accuracy | None
     event: Event
     guarantee: Guarantee
     mechanism: str

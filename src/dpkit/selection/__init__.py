@@ -18,6 +18,7 @@ real numbers from lazily refined random bits, so the sampled distribution is exa
 the one each docstring states: no floating-point rounding breaks ties or leaks scores.
 """
 
+from dpkit.selection.binary_search import noisy_binary_search
 from dpkit.selection.exponential import ExponentialMechanism, exponential
 from dpkit.selection.noisy_max import (
     PermuteAndFlip,
@@ -26,6 +27,7 @@ from dpkit.selection.noisy_max import (
     report_noisy_max,
 )
 from dpkit.selection.sparse_vector import SparseVector, SparseVectorStream, sparse_vector
+from dpkit.selection.tree import select_by_tree
 
 __all__ = [
     "ExponentialMechanism",
@@ -34,7 +36,9 @@ __all__ = [
     "SparseVector",
     "SparseVectorStream",
     "exponential",
+    "noisy_binary_search",
     "permute_and_flip",
     "report_noisy_max",
+    "select_by_tree",
     "sparse_vector",
 ]

@@ -1,0 +1,5 @@
+"""Placeholder: being written (issue 6)."""
+
+
+class Session:
+    pass

@@ -1,0 +1,5 @@
+"""Placeholder: being written (issue 4)."""
+
+
+class Grid:
+    pass
