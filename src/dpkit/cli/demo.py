@@ -18,7 +18,7 @@ import numpy as np
 
 from dpkit import _validation as check
 from dpkit.data import ADULT_PUBLIC_BOUNDS, load_adult
-from dpkit.mechanisms import DiscreteLaplace, Laplace
+from dpkit.mechanisms import DiscreteLaplace, ErrorBound, Laplace
 from dpkit.random import Random
 
 # Public category lists, from the data set's codebook (adult.names).
@@ -66,7 +66,7 @@ def _mean_row(
     release = mechanism.release(
         _clamped_sum(values, (low_bound, high_bound)), rng=rng, confidence=0.975
     )
-    assert release.error is not None
+    assert isinstance(release.error, ErrorBound)
     total, width = float(release.value), release.error.half_width
     n, n_low, n_high = count
     estimate = total / max(n, 1.0)
@@ -84,7 +84,7 @@ def run_demo(*, epsilon: float, rng: Random) -> list[DemoRow]:
 
     people = DiscreteLaplace.calibrate(epsilon=share["people"], sensitivity=1)
     count_release = people.release(len(data["age"]), rng=rng, confidence=0.975)
-    assert count_release.error is not None
+    assert isinstance(count_release.error, ErrorBound)
     n, w = float(count_release.value), count_release.error.half_width
     count = (n, n - w, n + w)
     rows.append(DemoRow("people", n, n - w, n + w, share["people"], "discrete Laplace"))
@@ -106,7 +106,7 @@ def _histogram_rows(
     counts = np.array([int(np.sum(values == c)) for c in categories], dtype=np.int64)
     mechanism = DiscreteLaplace.calibrate(epsilon=epsilon, sensitivity=1)
     release = mechanism.release(counts, rng=rng)
-    assert release.error is not None
+    assert isinstance(release.error, ErrorBound)
     w = release.error.half_width
     return [
         DemoRow(
