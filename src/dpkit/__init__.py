@@ -41,7 +41,7 @@ from dpkit.accounting import (
     ZCDPFilter,
     privacy_filter,
 )
-from dpkit.analytics import Session
+from dpkit.analytics import KeySet, Query, Session
 from dpkit.errors import (
     BudgetExceeded,
     DataError,
@@ -121,11 +121,13 @@ __all__ = [
     "InsecureRandomWarning",
     "InternalError",
     "InvalidParameter",
+    "KeySet",
     "Laplace",
     "Mechanism",
     "PermuteAndFlip",
     "PureDP",
     "PureDPFilter",
+    "Query",
     "RDPFilter",
     "Random",
     "RandomizedResponse",

@@ -1,5 +1,462 @@
-"""Placeholder: being written (issue 6)."""
+"""The analytics Session: a table, a privacy unit, a budget and a persistent ledger.
+
+A query runs in four steps, in this order: (1) validate and compile it (schema,
+expressions, bounds, budget split) -- public information only; (2) the engine computes
+exact integer aggregates per group (contribution bounding inside the engine); (3) the
+ledger commits the spend durably (fsync'd SQLite transaction), refusing it if the
+budget would be exceeded; (4) exact integer noise is added in Python and the result is
+released. A failure in (1)-(3) spends nothing and releases nothing; a crash after (3)
+forgets nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from dpkit.accounting.guarantees import Guarantee
+from dpkit.analytics._accounting import BudgetKind, budget_kind, selection_threshold
+from dpkit.analytics._compile import CompiledQuery, compile_query, salt_from
+from dpkit.analytics._engine import DuckDBEngine, Engine, EngineResult, quote
+from dpkit.analytics._ledger import Ledger, SpendRecord
+from dpkit.analytics._release import Explanation, QueryResult, explain, release
+from dpkit.analytics.query import Query
+from dpkit.errors import DataError, InvalidParameter
+from dpkit.random import Random, RandomLike, as_random
+
+__all__ = ["Session"]
+
+_ROOT = "root"
+
+
+def _fingerprint(source: str, schema: Mapping[str, str]) -> str:
+    # Public information only (source description and schema), never the contents:
+    # a fingerprint of the rows would make refusals depend on private data.
+    text = json.dumps([source, sorted(schema.items())])
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 class Session:
-    pass
+    """A privacy-budgeted view of one table (use the ``from_*`` constructors).
+
+    Privacy
+    -------
+    With ``privacy_unit=None`` neighbouring tables differ by one row; with a column
+    name they differ by all the rows of one value of that column (one person). Every
+    release of the Session, over its whole life (the ledger persists), satisfies the
+    Session ``budget`` under fully adaptive choice of queries and query budgets: a
+    PureDP budget by the pure-DP filter (epsilons add), a ZCDP budget by the zCDP filter
+    (rhos add), an ApproxDP budget by an approximate-zCDP filter converted once with the
+    tight zCDP -> (eps, delta) conversion (see :mod:`dpkit.analytics._accounting`).
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        source: str,
+        privacy_unit: str | None,
+        budget: Guarantee,
+        ledger: str | Path | Ledger | None,
+        rng: RandomLike | None,
+        selection_delta: float | None = None,
+        _scope: str = _ROOT,
+        _kind: BudgetKind | None = None,
+        _partition: tuple[str, object, int] | None = None,
+    ) -> None:
+        owner = "Session"
+        self._engine = engine
+        self._kind = _kind if _kind is not None else budget_kind(budget, selection_delta, owner)
+        self._schema = engine.schema()
+        if privacy_unit is not None:
+            if not isinstance(privacy_unit, str):
+                raise InvalidParameter.for_parameter(
+                    "privacy_unit", owner, "None or a column name", privacy_unit
+                )
+            if privacy_unit not in self._schema:
+                raise DataError(
+                    f"{owner}: the privacy unit column {privacy_unit!r} does not exist. "
+                    f"Available columns: {sorted(self._schema)}."
+                )
+        self._unit = privacy_unit
+        self._ledger = ledger if isinstance(ledger, Ledger) else Ledger(ledger)
+        self._scope = _scope
+        self._fingerprint = _fingerprint(f"{source}|unit={privacy_unit}", self._schema)
+        self._ledger.open_scope(_scope, self._kind.key, self._kind.amount, self._fingerprint)
+        self._random: Random = as_random(rng)
+        self._partition = _partition
+        self._after_commit: Callable[[], None] | None = None  # test hook (crash tests)
+
+    # ------------------------------------------------------------------ constructors
+    @classmethod
+    def from_duckdb(
+        cls,
+        connection: Any,
+        table: str,
+        *,
+        privacy_unit: str | None = None,
+        budget: Guarantee,
+        ledger: str | Path | None = None,
+        selection_delta: float | None = None,
+        rng: RandomLike | None = None,
+    ) -> Session:
+        """A Session over ``table`` (a table or view name) of a DuckDB ``connection``."""
+        if not isinstance(table, str) or not table:
+            raise InvalidParameter.for_parameter(
+                "table", "Session.from_duckdb", "a table name", table
+            )
+        engine = DuckDBEngine(connection, quote(table))
+        return cls(
+            engine,
+            source=f"duckdb:{table}",
+            privacy_unit=privacy_unit,
+            budget=budget,
+            ledger=ledger,
+            rng=rng,
+            selection_delta=selection_delta,
+        )
+
+    @classmethod
+    def from_path(
+        cls,
+        path: str | Path,
+        *,
+        privacy_unit: str | None = None,
+        budget: Guarantee,
+        ledger: str | Path | None = None,
+        selection_delta: float | None = None,
+        rng: RandomLike | None = None,
+    ) -> Session:
+        """A Session over a Parquet (``.parquet``, ``.pq``) or CSV (``.csv``, ``.csv.gz``)
+        file, read by DuckDB where it lies (streamed, never loaded into Python)."""
+        import duckdb
+
+        file = Path(path)
+        if not file.exists():
+            raise DataError(f"Session.from_path: no file at {str(file)!r}.")
+        name = file.name.lower()
+        literal = "'" + str(file.resolve()).replace("'", "''") + "'"
+        if name.endswith((".parquet", ".pq")):
+            relation = f"read_parquet({literal})"
+        elif name.endswith((".csv", ".csv.gz", ".tsv")):
+            relation = f"read_csv({literal})"
+        else:
+            raise DataError(
+                f"Session.from_path: cannot tell the format of {file.name!r}; use a .parquet "
+                "or .csv file, or Session.from_duckdb."
+            )
+        engine = DuckDBEngine(duckdb.connect(), relation)
+        return cls(
+            engine,
+            source=f"file:{file.resolve()}",
+            privacy_unit=privacy_unit,
+            budget=budget,
+            ledger=ledger,
+            rng=rng,
+            selection_delta=selection_delta,
+        )
+
+    @classmethod
+    def from_pandas(
+        cls,
+        dataframe: Any,
+        *,
+        privacy_unit: str | None = None,
+        budget: Guarantee,
+        ledger: str | Path | None = None,
+        selection_delta: float | None = None,
+        rng: RandomLike | None = None,
+    ) -> Session:
+        """A Session over a pandas DataFrame (scanned in place by DuckDB)."""
+        return cls._from_object(
+            dataframe, "pandas", privacy_unit, budget, ledger, selection_delta, rng
+        )
+
+    @classmethod
+    def from_arrow(
+        cls,
+        table: Any,
+        *,
+        privacy_unit: str | None = None,
+        budget: Guarantee,
+        ledger: str | Path | None = None,
+        selection_delta: float | None = None,
+        rng: RandomLike | None = None,
+    ) -> Session:
+        """A Session over a pyarrow Table (scanned in place by DuckDB)."""
+        return cls._from_object(table, "arrow", privacy_unit, budget, ledger, selection_delta, rng)
+
+    @classmethod
+    def _from_object(
+        cls,
+        data: Any,
+        kind: str,
+        privacy_unit: str | None,
+        budget: Guarantee,
+        ledger: str | Path | None,
+        selection_delta: float | None,
+        rng: RandomLike | None,
+    ) -> Session:
+        import duckdb
+
+        connection = duckdb.connect()
+        try:
+            # Registered objects are visible to their connection only, while queries run
+            # on cursors (for threads): copy into a DuckDB table (columnar, in memory).
+            connection.register("__dpkit_input", data)
+            connection.execute("CREATE TABLE __dpkit_data AS SELECT * FROM __dpkit_input")
+            connection.unregister("__dpkit_input")
+        except (duckdb.Error, TypeError, ValueError) as err:
+            raise DataError(f"Session.from_{kind}: cannot read the data given: {err}") from err
+        return cls(
+            DuckDBEngine(connection, "__dpkit_data"),
+            source=kind,
+            privacy_unit=privacy_unit,
+            budget=budget,
+            ledger=ledger,
+            rng=rng,
+            selection_delta=selection_delta,
+        )
+
+    # ------------------------------------------------------------------ budget
+    @property
+    def budget(self) -> Guarantee:
+        """The Session's total budget."""
+        return self._kind.total
+
+    @property
+    def remaining(self) -> Guarantee:
+        """What remains, rounded down: a PureDP for PureDP budgets, a ZCDP otherwise (for
+        ApproxDP budgets the zCDP part; see :attr:`remaining_selection_delta`)."""
+        spent = self._ledger.spent(self._scope)
+        left = tuple(b - s for b, s in zip(self._kind.amount, spent, strict=True))
+        return self._kind.as_guarantee(left, round_up=False)
+
+    @property
+    def spent(self) -> Guarantee:
+        """What was spent so far (rounded up), in the same currency as :attr:`remaining`."""
+        return self._kind.as_guarantee(self._ledger.spent(self._scope), round_up=True)
+
+    @property
+    def remaining_selection_delta(self) -> float:
+        """Delta left for private key selection (ApproxDP budgets; 0 otherwise)."""
+        if self._kind.name != "approx":
+            return 0.0
+        spent = self._ledger.spent(self._scope)
+        return float(max(Fraction(0), self._kind.amount[1] - spent[1]))
+
+    @property
+    def history(self) -> Sequence[SpendRecord]:
+        """Every committed spend of this Session (its scope of the ledger), oldest first."""
+        return self._ledger.history(self._scope)
+
+    @property
+    def columns(self) -> dict[str, str]:
+        """The table's public schema: column name -> type."""
+        return dict(self._schema)
+
+    # ------------------------------------------------------------------ queries
+    def _compile(self, query: Query, budget: object, salt: int) -> CompiledQuery:
+        owner = "Session.evaluate"
+        spent = self._ledger.spent(self._scope)
+        amount = self._kind.query_amount(budget, spent, owner)
+        delta = None
+        if query.selection is not None and self._kind.name == "approx":
+            left = self._kind.amount[1] - spent[1]
+            delta = query.selection.delta
+            if delta is None:
+                delta = float(left / 2)
+                if delta <= 0:
+                    delta = None
+        return compile_query(
+            query,
+            kind=self._kind,
+            amount=amount,
+            selection_delta=delta,
+            schema=self._schema,
+            schema_of=self._engine.schema,
+            unit=self._unit,
+            salt=salt,
+            partition=self._partition,
+        )
+
+    def explain(self, query: Query, *, budget: object, confidence: float = 0.95) -> Explanation:
+        """What ``query`` would run at ``budget``, and its expected error. Spends nothing.
+
+        Shows, per statistic, the mechanism, its sensitivity, noise scale, standard
+        deviation and confidence-interval half-width (value units), and for private key
+        selection the threshold and the delta it costs. Uses public information only.
+        """
+        compiled = self._compile(query, budget, salt=0)
+        return explain(compiled, query, self._kind, confidence)
+
+    def evaluate(
+        self,
+        query: Query,
+        *,
+        budget: object,
+        confidence: float = 0.95,
+    ) -> QueryResult:
+        """Run ``query`` privately, charging ``budget`` to the Session.
+
+        Parameters
+        ----------
+        query:
+            A :class:`~dpkit.analytics.Query`.
+        budget:
+            The query's budget: a guarantee of the Session's currency (``PureDP`` for a
+            PureDP Session, ``ZCDP`` for ZCDP and ApproxDP Sessions) or a share in (0, 1]
+            of the Session's total budget. It is split between the aggregations by their
+            weights (see docs/analytics.md).
+        confidence:
+            Level of the confidence intervals reported, in (0, 1).
+
+        Returns
+        -------
+        QueryResult
+            ``.dataframe`` (pandas): group keys, and per aggregation the estimate, its
+            standard error and a confidence interval; ``.releases``: one
+            :class:`~dpkit.Release` per noisy statistic (mechanism, event, guarantee).
+
+        Privacy
+        -------
+        Charges exactly ``budget`` (and, for private key selection, its delta); the
+        release is that private w.r.t. the Session's privacy unit. Nothing is charged if
+        the query fails before the charge.
+        """
+        if not (isinstance(confidence, float) and 0.0 < confidence < 1.0):
+            raise InvalidParameter.for_parameter(
+                "confidence", "Session.evaluate", "a float in (0, 1)", confidence
+            )
+        random = self._random.spawn(1)[0]
+        salt = salt_from(random.bytes(32))
+        compiled = self._compile(query, budget, salt)
+        threshold = None
+        if compiled.selection_noise is not None:
+            assert compiled.selection_delta is not None
+            threshold, _ = selection_threshold(compiled.selection_noise, compiled.selection_delta)
+        # Cheap early refusal, then the engine, then the real (atomic) charge.
+        self._check_fits(compiled.charge)
+        exact: EngineResult = self._engine.aggregate(compiled.plan)
+        description = json.dumps({"query": repr(query)[:2000], "budget": repr(budget)})
+        self._ledger.spend(
+            self._scope,
+            compiled.charge,
+            description,
+            fits=self._kind.fits,
+            show=self._kind.show,
+        )
+        if self._after_commit is not None:
+            self._after_commit()
+        return release(compiled, query, exact, threshold, confidence, random)
+
+    def _check_fits(self, charge: tuple[Fraction, ...]) -> None:
+        spent = self._ledger.spent(self._scope)
+        total = tuple(s + c for s, c in zip(spent, charge, strict=True))
+        if not self._kind.fits(total, self._kind.amount):
+            from dpkit.errors import BudgetExceeded
+
+            left = tuple(b - s for b, s in zip(self._kind.amount, spent, strict=True))
+            raise BudgetExceeded(
+                "Cannot answer the query without exceeding the privacy budget. "
+                f"Requested: {self._kind.show(charge)}. Remaining: {self._kind.show(left)}. "
+                "Nothing was spent: ask for a smaller budget or start a new Session.",
+            )
+
+    # ------------------------------------------------------------------ partitions
+    def partition(
+        self,
+        column: str,
+        keys: Sequence[object],
+        budgets: object | Sequence[object],
+    ) -> dict[object, Session]:
+        """Sub-Sessions over the disjoint parts ``column == key``, charged in parallel.
+
+        ``budgets`` is one budget for every part or one per key, each a guarantee of the
+        Session's currency or a share in (0, 1] of the total (for ApproxDP Sessions a
+        share also gives the part that share of the key-selection delta). The parent is
+        charged the largest part budget, not the sum (parallel composition): each person
+        belongs to one part -- with a privacy unit, the part of the person's row with the
+        smallest keyed hash; the person's rows in other parts are dropped from them.
+        The parts may be queried concurrently: a person's privacy loss comes from one
+        part only, whose filter bounds it (the individual-filter argument of Feldman &
+        Zrnic 2021). Reopening the same partition on a persistent ledger resumes the
+        parts without charging the parent again.
+        """
+        owner = "Session.partition"
+        if column not in self._schema:
+            raise DataError(
+                f"{owner}: unknown column {column!r}. Available columns: {sorted(self._schema)}."
+            )
+        if column == self._unit:
+            raise InvalidParameter(f"{owner}: cannot partition by the privacy unit.")
+        keys = list(dict.fromkeys(keys))
+        if not keys or any(
+            not isinstance(k, str | int | float) or isinstance(k, bool) for k in keys
+        ):
+            raise InvalidParameter.for_parameter(
+                "keys", owner, "a non-empty sequence of str, int or float keys", keys
+            )
+        if isinstance(budgets, list | tuple):
+            if len(budgets) != len(keys):
+                raise InvalidParameter(f"{owner}: give one budget per key ({len(keys)}).")
+            per_key = list(budgets)
+        else:
+            per_key = [budgets] * len(keys)
+        amounts = [self._part_amount(b, owner) for b in per_key]
+        charge = tuple(max(a[i] for a in amounts) for i in range(len(self._kind.amount)))
+        label = f"{self._scope}/{column}"
+        scopes = [f"{label}={k!r}" for k in keys]
+        salt_scope = f"{label}#salt"
+        fresh = not self._ledger.has_scope(scopes[0])
+        if fresh:
+            self._ledger.spend(
+                self._scope,
+                charge,
+                json.dumps({"partition": column, "keys": [repr(k) for k in keys]}),
+                fits=self._kind.fits,
+                show=self._kind.show,
+            )
+        salt = self._partition_salt(salt_scope)
+        parts: dict[object, Session] = {}
+        for key, scope, amount in zip(keys, scopes, amounts, strict=True):
+            kind = BudgetKind(self._kind.total, self._kind.name, amount)
+            child = Session.__new__(Session)
+            child._engine = self._engine
+            child._kind = kind
+            child._schema = self._schema
+            child._unit = self._unit
+            child._ledger = self._ledger
+            child._scope = scope
+            child._fingerprint = self._fingerprint
+            child._ledger.open_scope(scope, kind.key, kind.amount, self._fingerprint)
+            child._random = self._random.spawn(1)[0]
+            child._partition = (column, key, salt)
+            child._after_commit = None
+            parts[key] = child
+        return parts
+
+    def _part_amount(self, budget: object, owner: str) -> tuple[Fraction, ...]:
+        if isinstance(budget, float) and not math.isnan(budget) and 0.0 < budget <= 1.0:
+            return tuple(Fraction(budget) * a for a in self._kind.amount)
+        amount = self._kind.query_amount(budget, self._kind.amount, owner)
+        return (amount,) if self._kind.name != "approx" else (amount, Fraction(0))
+
+    def _partition_salt(self, scope: str) -> int:
+        # The assignment of persons to parts must not change when the Session is
+        # reopened, so its salt is stored (as a zero-budget scope) in the ledger.
+        if not self._ledger.has_scope(scope):
+            salt = salt_from(self._random.spawn(1)[0].bytes(32))
+            self._ledger.open_scope(scope, "salt", (Fraction(0),), str(salt))
+        return int(self._ledger.fingerprint(scope))
+
+    def __repr__(self) -> str:
+        return (
+            f"Session(privacy_unit={self._unit!r}, budget={self.budget!r}, "
+            f"remaining={self.remaining!r})"
+        )

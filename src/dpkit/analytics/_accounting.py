@@ -1,0 +1,300 @@
+"""How a Session's budget is kept, split and turned into calibrated integer noise.
+
+Budget kinds (the ledger's currency)
+------------------------------------
+``PureDP(eps)``
+    Ledger in epsilon; every statistic gets discrete Laplace noise; epsilons add
+    (basic composition, valid under fully adaptive choice: Rogers, Roth, Ullman &
+    Vadhan 2016, pure-DP filter).
+``ZCDP(rho)``
+    Ledger in rho; discrete Gaussian noise; rhos add (Bun & Steinke 2016, Lemma 2.3;
+    fully adaptive: the zCDP filter, Feldman & Zrnic 2021 / Whitehouse, Ramdas, Rogers
+    & Wu 2022).
+``ApproxDP(eps, delta)``
+    Ledger in (rho, delta_sel): queries run discrete Gaussian noise charged in rho;
+    threshold-based key selection is ``delta_q``-approximately ``rho_q``-zCDP and is
+    charged both. A share ``delta_sel`` of delta (default half) is set aside for key
+    selection when the Session is created; the rest, ``delta - delta_sel``, converts
+    the zCDP budget: ``rho_g`` is the largest rho with
+    ``ZCDP(rho).to_approx(delta - delta_sel).epsilon <= eps`` (Canonne, Kamath &
+    Steinke 2020, Cor. 13 -- never the loose ``eps^2/2`` bounds). A fixed pair
+    ``(rho_g, delta_sel)`` checked by ``sum rho <= rho_g`` and ``sum delta <= delta_sel``
+    is a filter for approximate zCDP under fully adaptive composition (Whitehouse,
+    Ramdas, Rogers & Wu 2022); the interaction is then ``delta_sel``-approximately
+    ``rho_g``-zCDP, which implies ``(eps, delta)``-DP (Bun & Steinke 2016: approximate
+    zCDP plus the conversion at ``delta - delta_sel``). The split is fixed before any
+    query: a data-dependent, moving split would not be covered by that theorem.
+
+Noise and errors are integer: counts are integers, and sums are exact integer sums of
+values clamped and rounded to a fixed-point grid (see :mod:`dpkit.analytics._engine`),
+so the exact samplers of :mod:`dpkit.noise` apply with no floating-point leak.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+from dpkit.accounting._math.conversions import pure_to_zcdp_rho, zcdp_epsilon
+from dpkit.accounting._math.rounding import fraction_down, fraction_up
+from dpkit.accounting.events import DiscreteGaussianEvent, DiscreteLaplaceEvent, Event
+from dpkit.accounting.filters import ZCDPFilter
+from dpkit.accounting.guarantees import ZCDP, ApproxDP, Guarantee, PureDP
+from dpkit.errors import InternalError, InvalidParameter
+
+__all__ = [
+    "BudgetKind",
+    "Noise",
+    "budget_kind",
+    "calibrate_noise",
+    "selection_threshold",
+]
+
+Amount = tuple[Fraction, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetKind:
+    """The currency of a Session's ledger and how query budgets map into it.
+
+    ``amount`` is the exact budget ``(eps,)``, ``(rho,)`` or ``(rho, delta_sel)``.
+    """
+
+    total: Guarantee
+    name: str  # "pure" | "zcdp" | "approx"
+    amount: Amount
+
+    @property
+    def noise(self) -> str:
+        return "laplace" if self.name == "pure" else "gaussian"
+
+    @property
+    def key(self) -> str:
+        """Identifies the budget in a ledger (a different total is refused)."""
+        return repr(self.total)
+
+    def fits(self, total: Amount, budget: Amount) -> bool:
+        return all(t <= b for t, b in zip(total, budget, strict=True))
+
+    def show(self, amount: Amount) -> str:
+        if self.name == "pure":
+            return f"PureDP(epsilon={fraction_up(amount[0])!r})"
+        text = f"ZCDP(rho={fraction_up(amount[0])!r})"
+        if self.name == "approx":
+            text += f" and key-selection delta {fraction_up(amount[1])!r}"
+        return text
+
+    def as_guarantee(self, amount: Amount, *, round_up: bool) -> PureDP | ZCDP:
+        value = fraction_up(amount[0]) if round_up else fraction_down(max(amount[0], Fraction(0)))
+        return PureDP(value) if self.name == "pure" else ZCDP(value)
+
+    def query_amount(self, budget: object, remaining: Amount, owner: str) -> Fraction:
+        """The exact currency amount of a query's ``budget`` (delta is handled apart)."""
+        expected = {
+            "pure": "a PureDP guarantee or a share in (0, 1] of the Session budget",
+            "zcdp": "a ZCDP guarantee or a share in (0, 1] of the Session budget",
+            "approx": "a ZCDP guarantee (the Session runs Gaussian queries in zCDP) or a "
+            "share in (0, 1] of the Session budget",
+        }[self.name]
+        if isinstance(budget, float | int) and not isinstance(budget, bool):
+            if not (0.0 < float(budget) <= 1.0) or math.isnan(budget):
+                raise InvalidParameter.for_parameter("budget", owner, expected, budget)
+            return Fraction(budget) * self.amount[0]
+        if self.name == "pure" and isinstance(budget, PureDP) and budget.epsilon > 0:
+            return Fraction(budget.epsilon)
+        if self.name in ("zcdp", "approx") and isinstance(budget, ZCDP) and budget.rho > 0:
+            return Fraction(budget.rho)
+        raise InvalidParameter.for_parameter("budget", owner, expected, budget)
+
+
+def budget_kind(budget: object, selection_delta: float | None, owner: str) -> BudgetKind:
+    """Validate a Session budget and set up its ledger currency."""
+    if isinstance(budget, PureDP) and budget.epsilon > 0:
+        return BudgetKind(budget, "pure", (Fraction(budget.epsilon),))
+    if isinstance(budget, ZCDP) and budget.rho > 0:
+        return BudgetKind(budget, "zcdp", (Fraction(budget.rho),))
+    if isinstance(budget, ApproxDP) and budget.epsilon > 0 and budget.delta > 0:
+        share = 0.5 * budget.delta if selection_delta is None else selection_delta
+        if not (0.0 <= share < budget.delta):
+            raise InvalidParameter.for_parameter(
+                "selection_delta", owner, f"a float in [0, {budget.delta!r})", selection_delta
+            )
+        conversion_delta = fraction_down(Fraction(budget.delta) - Fraction(share))
+        rho = ZCDPFilter.from_approx(epsilon=budget.epsilon, delta=conversion_delta).budget.rho
+        if zcdp_epsilon(rho, conversion_delta) > budget.epsilon:  # from_approx guarantees it
+            raise InternalError("zCDP budget conversion overshoots; this is a bug.")
+        return BudgetKind(budget, "approx", (Fraction(rho), Fraction(share)))
+    raise InvalidParameter.for_parameter(
+        "budget",
+        owner,
+        "a PureDP(epsilon > 0), ZCDP(rho > 0) or ApproxDP(epsilon > 0, delta > 0) guarantee",
+        budget,
+    )
+
+
+# ----------------------------------------------------------------------------- noise
+
+
+@dataclass(frozen=True, slots=True)
+class Noise:
+    """Integer noise calibrated for one statistic (in the statistic's integer units)."""
+
+    kind: str  # "laplace" | "gaussian"
+    scale: float  # discrete Laplace scale t, or discrete Gaussian sigma
+    sensitivity: int  # per-group integer sensitivity (one group)
+    groups: int  # max groups one privacy unit touches
+    event: Event
+    cost: Fraction  # exact currency cost (epsilon or rho), <= the share given
+
+    def standard_deviation(self) -> float:
+        if self.kind == "laplace":
+            q = math.exp(-1.0 / self.scale)
+            return math.sqrt(2.0 * q) / (1.0 - q)  # variance 2q/(1-q)^2
+        return self.scale  # discrete Gaussian variance <= sigma^2 (CKS20, Cor. 9)
+
+    def half_width(self, confidence: float) -> int:
+        """Smallest integer h with P(|noise| > h) <= 1 - confidence (exact or upper bound)."""
+        alpha = 1.0 - confidence
+        if self.kind == "laplace":
+            # P(|Z| > h) = 2 q^(h+1) / (1 + q) for discrete Laplace with q = e^(-1/t).
+            q = math.exp(-1.0 / self.scale)
+            h = max(0, math.ceil(math.log(alpha * (1.0 + q) / 2.0) / math.log(q) - 1.0))
+            while h > 0 and 2.0 * q**h / (1.0 + q) <= alpha:
+                h -= 1
+            while 2.0 * q ** (h + 1) / (1.0 + q) > alpha:
+                h += 1
+            return h
+        h = max(0, math.floor(self.scale * math.sqrt(2.0) * _erfcinv(alpha)) - 2)
+        while 2.0 * gaussian_tail_upper(h + 1, self.scale) > alpha:
+            h += 1
+        return h
+
+
+def _erfcinv(y: float) -> float:
+    low, high = 0.0, 40.0
+    for _ in range(100):
+        mid = 0.5 * (low + high)
+        if math.erfc(mid) > y:
+            low = mid
+        else:
+            high = mid
+    return low
+
+
+def gaussian_tail_upper(t: int, sigma: float) -> float:
+    """Upper bound on ``P[Z >= t]`` for the discrete Gaussian ``N_Z(0, sigma^2)``, t >= 0.
+
+    Numerator: ``sum_{z>=t} f(z) <= f(t) + int_t^inf f`` (f decreasing on [0, inf));
+    normaliser: ``sum_z f(z) >= sigma sqrt(2 pi)`` (Poisson summation: the sum equals
+    ``sigma sqrt(2 pi) (1 + 2 sum_k exp(-2 pi^2 sigma^2 k^2))``). Rounded up slightly.
+    """
+    if t <= 0:
+        return 1.0
+    f_t = math.exp(-(t * t) / (2.0 * sigma * sigma))
+    integral = sigma * math.sqrt(math.pi / 2.0) * math.erfc(t / (sigma * math.sqrt(2.0)))
+    return min(1.0, (f_t + integral) / (sigma * math.sqrt(2.0 * math.pi)) * (1.0 + 1e-12))
+
+
+def laplace_tail(t: int, scale: float) -> float:
+    """``P[Z >= t]`` for discrete Laplace of scale ``scale``: ``q^t / (1 + q)`` for t >= 1."""
+    if t <= 0:
+        return 1.0
+    q = math.exp(-1.0 / scale)
+    return min(1.0, q**t / (1.0 + q) * (1.0 + 1e-12))
+
+
+def calibrate_noise(kind: str, share: Fraction, sensitivity: int, groups: int) -> Noise:
+    """Discrete noise for a per-group integer ``sensitivity`` over ``groups`` groups.
+
+    Pure DP: the vector's L1 sensitivity is ``groups * sensitivity`` and the discrete
+    Laplace scale ``t = L1 / eps`` gives ``eps``-DP (Ghosh, Roughgarden & Sundararajan
+    2009). zCDP: the L2 sensitivity is ``sqrt(groups) * sensitivity`` and sigma with
+    ``L2^2 / (2 sigma^2) = rho`` gives ``rho``-zCDP (Canonne, Kamath & Steinke 2020,
+    Thm 4 and 14). The scale is rounded up until the event's own (rounded-up) cost is
+    at most the share, so the charge always covers what runs.
+    """
+    if share <= 0:
+        raise InternalError("a statistic got no budget; this is a bug, please report it.")
+    sensitivity = max(1, sensitivity)
+    if kind == "laplace":
+        l1 = groups * sensitivity
+        scale = fraction_up(Fraction(l1) / share)
+        event: Event = DiscreteLaplaceEvent(scale=scale, sensitivity=l1)
+        cost = Fraction(l1) / Fraction(scale)
+        while cost > share:
+            scale = math.nextafter(scale, math.inf)
+            event = DiscreteLaplaceEvent(scale=scale, sensitivity=l1)
+            cost = Fraction(l1) / Fraction(scale)
+    else:
+        l2_squared = Fraction(groups * sensitivity * sensitivity)
+        sigma = math.sqrt(fraction_up(l2_squared / (2 * share)))
+        sigma = math.nextafter(sigma, math.inf)
+        cost = l2_squared / (2 * Fraction(sigma) ** 2)
+        while cost > share:
+            sigma = math.nextafter(sigma, math.inf)
+            cost = l2_squared / (2 * Fraction(sigma) ** 2)
+        l2 = math.sqrt(float(l2_squared))
+        if groups == 1:
+            event = DiscreteGaussianEvent(sigma=sigma, sensitivity=sensitivity)
+        else:
+            event = DiscreteGaussianEvent(
+                sigma=sigma, sensitivity=math.nextafter(l2, math.inf), dimension=groups
+            )
+    return Noise(kind, scale if kind == "laplace" else sigma, sensitivity, groups, event, cost)
+
+
+# ---------------------------------------------------------------------- key selection
+
+
+def selection_threshold(noise: Noise, delta: float) -> tuple[int, float]:
+    """Threshold T and the delta it costs for releasing keys whose noisy count is >= T.
+
+    Theorem (Korolova, Kenthapadi, Mishra & Ntoulas 2009; Desfontaines, Voss, Gipson &
+    Mandayam 2022 for the general form): with add/remove neighbours, a person adds 1 to
+    the distinct-person count of at most ``k = noise.groups`` keys. Keys present in both
+    neighbours get noisy counts whose release is post-processing of the noisy-count
+    vector (``eps = k / t`` for discrete Laplace, ``rho = k / (2 sigma^2)`` for discrete
+    Gaussian). A key present in only the larger dataset has count exactly 1 there, and
+    is released with probability ``p = P[1 + Z >= T] = P[Z >= T - 1]`` -- the mass at
+    the threshold itself is included since the rule is ``>=``. Conditioned on none of
+    those (at most k) keys being released, an event of probability at least
+    ``(1 - p)^k``, the output is distributed as for the smaller dataset with shifted
+    counts, so the mechanism is ``delta``-approximately (eps-DP | rho-zCDP) with
+    ``delta = 1 - (1 - p)^k`` (Bun & Steinke 2016, approximate zCDP). Wilkins, Kifer,
+    Zhang & Karrer 2024 give the exact (eps, delta) profile of the Gaussian version,
+    which is tighter than this accounting; ours is a valid upper bound.
+
+    Returns the smallest integer T >= 2 with ``1 - (1 - p(T))^k <= delta`` and that delta.
+    """
+    k = noise.groups
+    tail = laplace_tail if noise.kind == "laplace" else gaussian_tail_upper
+    target_p = -math.expm1(math.log1p(-delta) / k)  # largest p with 1-(1-p)^k <= delta
+    # Bracket then bisect on T (p(T) is non-increasing in T).
+    low, high = 2, 4
+    while tail(high - 1, noise.scale) > target_p:
+        low, high = high, high * 2
+        if high > 2**62:
+            raise InvalidParameter(
+                f"Key selection cannot reach delta = {delta!r} with noise scale "
+                f"{noise.scale!r}; give a larger selection delta."
+            )
+    while low < high:
+        mid = (low + high) // 2
+        if tail(mid - 1, noise.scale) <= target_p:
+            high = mid
+        else:
+            low = mid + 1
+    p = tail(low - 1, noise.scale)
+    spent = -math.expm1(k * math.log1p(-p)) if p < 1.0 else 1.0
+    spent = math.nextafter(spent, 1.0)
+    if spent > delta:  # p <= target_p, so only rounding could do this
+        spent = delta
+    return low, spent
+
+
+def selection_cost_rho(noise: Noise) -> Fraction:
+    """The zCDP charge of the selection's noisy counts (Laplace via eps tanh(eps/2))."""
+    if noise.kind == "gaussian":
+        return noise.cost
+    return Fraction(pure_to_zcdp_rho(fraction_up(noise.cost)))

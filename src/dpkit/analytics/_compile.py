@@ -1,0 +1,266 @@
+"""Compile a :class:`Query` under a budget into a plan plus calibrated noise per statistic.
+
+Budget split (documented in docs/analytics.md): the query's budget is divided between
+its aggregations (and the private key selection, if any) in proportion to their
+``weight`` (1 each by default); an aggregation's share is divided equally between its
+statistics (count: 1; sum: 1; mean: count of values + centred sum; variance: count +
+centred sum + centred sum of squares). Everything here uses public information only
+(schema, bounds, budget), never data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+
+from dpkit.accounting._math.conversions import pure_to_zcdp_rho
+from dpkit.analytics._accounting import BudgetKind, Noise, calibrate_noise
+from dpkit.analytics._engine import is_numeric, quote
+from dpkit.analytics._expr import validate_expression
+from dpkit.analytics._plan import Plan, Statistic
+from dpkit.analytics.query import Aggregation, Query
+from dpkit.errors import DataError, InvalidParameter
+
+__all__ = ["CompiledQuery", "StatisticSpec", "compile_query"]
+
+_TARGET_SCALE_BITS = 30  # noise scale ~2^30 grid steps: rounding bias negligible
+_MAX_ROW_BITS = 50  # per-row integers stay exact in a double
+
+
+@dataclass(frozen=True, slots=True)
+class StatisticSpec:
+    """A statistic of the plan with its role, noise and value-unit conversion."""
+
+    aggregation: str  # aggregation name, or "__selection"
+    role: str  # "count", "sum", "values", "centred_sum", "centred_squares", "units"
+    statistic: Statistic
+    noise: Noise
+    share: Fraction
+
+    @property
+    def unit(self) -> float:
+        """Value units per integer unit (the grid step for sums, 1 for counts)."""
+        return 1.0 / self.statistic.inv if self.statistic.op == "fixed_sum" else 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledQuery:
+    plan: Plan
+    specs: tuple[StatisticSpec, ...]
+    charge: tuple[Fraction, ...]  # exact ledger amount
+    selection_delta: float | None
+    selection_noise: Noise | None
+
+
+def _power_of_two_at_most(x: float) -> float:
+    return math.ldexp(1.0, math.frexp(x)[1] - 1)
+
+
+def _grid_inv(bound: float, noise_factor: float) -> float:
+    """1/step (a power of two) so the noise scale is ~2^30 steps and rows stay exact."""
+    bound = max(bound, 1e-300)
+    scale_value = noise_factor * bound
+    inv = _power_of_two_at_most(2.0**_TARGET_SCALE_BITS / scale_value)
+    return min(inv, _power_of_two_at_most(2.0**_MAX_ROW_BITS / bound))
+
+
+def _laplace_epsilon_for_rho(rho: Fraction) -> Fraction:
+    """Largest eps (rounded down) with eps tanh(eps/2) <= rho (Steinke 2024, Thm 5)."""
+    low, high = 0.0, math.sqrt(2.0 * float(rho)) * 2.0 + 1.0
+    for _ in range(200):
+        mid = 0.5 * (low + high)
+        if Fraction(pure_to_zcdp_rho(mid)) <= rho:
+            low = mid
+        else:
+            high = mid
+    return Fraction(low)
+
+
+def _check_column(name: str, schema: Mapping[str, str], owner: str, numeric: bool) -> None:
+    if name not in schema:
+        raise DataError(f"{owner}: unknown column {name!r}. Available columns: {sorted(schema)}.")
+    if numeric and not is_numeric(schema[name]):
+        raise DataError(
+            f"{owner}: column {name!r} has type {schema[name]}, but a number is needed."
+        )
+
+
+def _statistics_of(agg: Aggregation, unit_session: bool) -> list[tuple[str, Statistic]]:
+    if agg.kind == "count":
+        return [("count", Statistic("rows"))]
+    if agg.kind == "count_distinct":
+        if agg.column is None:
+            return [("units", Statistic("units"))]
+        if unit_session:
+            raise InvalidParameter(
+                "count_distinct(column) needs a Session with one row per person "
+                "(privacy_unit=None); count distinct persons with count_distinct()."
+            )
+        return [("distinct", Statistic("distinct", quote(agg.column)))]
+    assert agg.bounds is not None and agg.column is not None
+    low, high = agg.bounds
+    expr = quote(agg.column)
+    mid = (low + high) / 2.0
+    if agg.kind == "sum":
+        return [("sum", Statistic("fixed_sum", expr, low, high))]
+    out = [
+        ("values", Statistic("values", expr)),
+        ("centred_sum", Statistic("fixed_sum", expr, low, high, mid=mid)),
+    ]
+    if agg.kind == "variance":
+        out.append(
+            ("centred_squares", Statistic("fixed_sum", expr, low, high, square=True, mid=mid))
+        )
+    return out
+
+
+def _with_grid(stat: Statistic, role: str, factor: float) -> Statistic:
+    if stat.op != "fixed_sum":
+        return stat
+    if stat.square:
+        r2 = ((stat.high - stat.low) / 2.0) ** 2
+        inv = _grid_inv(r2 / 2.0, factor)
+        center = round(r2 / 2.0 * inv)
+    elif role == "centred_sum":
+        inv = _grid_inv((stat.high - stat.low) / 2.0, factor)
+        center = round(stat.mid * inv)
+    else:
+        inv = _grid_inv(max(abs(stat.low), abs(stat.high)), factor)
+        center = 0
+    return Statistic(
+        stat.op, stat.expression, stat.low, stat.high, inv, center, stat.square, stat.mid
+    )
+
+
+def salt_from(random_bytes: bytes) -> int:
+    return int.from_bytes(hashlib.sha256(random_bytes).digest()[:7], "big")
+
+
+def compile_query(
+    query: Query,
+    *,
+    kind: BudgetKind,
+    amount: Fraction,
+    selection_delta: float | None,
+    schema: Mapping[str, str],
+    schema_of: Callable[[tuple[tuple[str, str], ...]], Mapping[str, str]],
+    unit: str | None,
+    salt: int,
+    base_filters: tuple[str, ...] = (),
+    partition: tuple[str, object, int] | None = None,
+) -> CompiledQuery:
+    """Validate ``query`` against the schema and calibrate its noise for ``amount``."""
+    owner = "Session.evaluate"
+    if not isinstance(query, Query):
+        raise InvalidParameter.for_parameter("query", owner, "a dpkit.analytics.Query", query)
+    if not query.aggregations:
+        raise InvalidParameter(
+            f"{owner}: the query has no aggregation (add .count(), .sum(), ...)."
+        )
+    # Expressions: derived columns see the table and earlier derived columns.
+    known = set(schema)
+    derived = []
+    for name, expression in query.derived:
+        if name in known:
+            raise InvalidParameter(f"{owner}: derived column {name!r} already exists.")
+        derived.append((name, validate_expression(expression, known, "Query.with_column")))
+        known.add(name)
+    filters = tuple(validate_expression(f, known, "Query.filter") for f in query.filters)
+    derived_schema = schema_of(tuple(derived)) if derived else schema
+    for name, column, _ in query.bins:
+        _check_column(column, derived_schema, "Query.group_by_bins", numeric=True)
+        known.add(name)
+    for column in query.group_columns:
+        if column not in known:
+            raise DataError(
+                f"Query.group_by: unknown column {column!r}. Available columns: {sorted(known)}."
+            )
+    if unit is not None and unit in query.group_columns:
+        raise InvalidParameter(f"{owner}: cannot group by the privacy unit {unit!r}.")
+    for agg in query.aggregations:
+        if agg.column is not None:
+            numeric = agg.kind in ("sum", "mean", "variance")
+            _check_column(agg.column, derived_schema, f"Query.{agg.kind}", numeric)
+            if unit is not None and agg.column == unit:
+                raise InvalidParameter(
+                    f"{owner}: cannot aggregate the privacy unit column {unit!r}."
+                )
+    # Contribution bounds.
+    grouped = bool(query.group_columns)
+    if unit is None:
+        max_groups, max_rows = 1, 1
+    else:
+        needs_rows = any(a.kind != "count_distinct" for a in query.aggregations)
+        if grouped and query.max_groups is None:
+            raise InvalidParameter(
+                f"{owner}: with privacy_unit={unit!r} a grouped query needs "
+                "query.bound(max_groups=...): how many groups one person may contribute to."
+            )
+        if needs_rows and query.max_rows is None:
+            raise InvalidParameter(
+                f"{owner}: with privacy_unit={unit!r} the query needs "
+                "query.bound(max_rows=...): how many rows one person may contribute per group."
+            )
+        max_groups = query.max_groups if grouped and query.max_groups else 1
+        max_rows = query.max_rows or 1
+    # Budget split.
+    selection = query.selection
+    if selection is not None and kind.name != "approx":
+        raise InvalidParameter(
+            f"{owner}: private key selection releases keys with a small probability delta, so "
+            "it needs a Session budget ApproxDP(epsilon, delta); with this budget "
+            f"({kind.total!r}) give public keys (KeySet)."
+        )
+    weights = [Fraction(a.weight) for a in query.aggregations]
+    total_weight = sum(weights) + (Fraction(selection.weight) if selection else 0)
+    specs: list[StatisticSpec] = []
+    noise_kind = kind.noise
+    for agg, weight in zip(query.aggregations, weights, strict=True):
+        parts = _statistics_of(agg, unit is not None)
+        share = amount * weight / total_weight / len(parts)
+        for role, stat in parts:
+            per_row_groups = max_groups
+            if noise_kind == "laplace":
+                factor = per_row_groups * max_rows / float(share)
+            else:
+                factor = math.sqrt(per_row_groups) * max_rows / math.sqrt(2.0 * float(share))
+            gridded = _with_grid(stat, role, factor)
+            rows_per_group = 1 if stat.op in ("units", "distinct") else max_rows
+            noise = calibrate_noise(
+                noise_kind, share, rows_per_group * gridded.row_bound(), max_groups
+            )
+            specs.append(StatisticSpec(agg.name, role, gridded, noise, share))
+    selection_noise = None
+    charge_delta = Fraction(0)
+    if selection is not None:
+        share = amount * Fraction(selection.weight) / total_weight
+        if selection.mechanism == "gaussian":
+            selection_noise = calibrate_noise("gaussian", share, 1, max_groups)
+        else:
+            selection_noise = calibrate_noise(
+                "laplace", _laplace_epsilon_for_rho(share), 1, max_groups
+            )
+        specs.append(
+            StatisticSpec("__selection", "units", Statistic("units"), selection_noise, share)
+        )
+        if selection_delta is None:
+            raise InvalidParameter(f"{owner}: no key-selection delta is left in the budget.")
+        charge_delta = Fraction(selection_delta)
+    plan = Plan(
+        filters=base_filters + filters,
+        derived=tuple(derived),
+        group_columns=query.group_columns,
+        keys=query.keys,
+        unit=unit,
+        max_groups=max_groups,
+        max_rows=max_rows,
+        salt=salt,
+        statistics=tuple(s.statistic for s in specs),
+        bins=query.bins,
+        partition=partition,
+    )
+    charge = (amount,) if kind.name != "approx" else (amount, charge_delta)
+    return CompiledQuery(plan, tuple(specs), charge, selection_delta, selection_noise)

@@ -1,0 +1,313 @@
+"""Engines compute a :class:`~dpkit.analytics._plan.Plan`'s exact integer aggregates.
+
+:class:`Engine` is the interface (a Spark engine will implement it too); :class:`DuckDBEngine`
+compiles a plan to one DuckDB SQL statement. The SQL is written once, in DuckDB's
+dialect; other engines can translate it with SQLGlot (``sqlglot.transpile``) instead of
+having a generator of their own.
+
+Contribution bounding (privacy unit ``u``, group ``g``, at most ``k`` groups per unit
+and ``m`` rows per unit and group) happens in the engine, and each unit's kept rows
+depend only on that unit's rows and a secret per-query salt ``s``:
+
+1. ``pairs``: one row per (u, g) with its row count ``c`` and exact integer sums.
+2. Pairs with ``c > m`` are recomputed from the ``m`` rows of smallest
+   ``hash(u, g, row values, s)`` (identical rows are interchangeable); other pairs keep
+   all their rows (``c <= m``), so the expensive ranking runs on the few large pairs only.
+3. Each unit keeps its ``k`` groups of smallest ``(hash(u, g, s), g)``.
+4. Final ``GROUP BY g``.
+
+Rows whose privacy unit or a group key is NULL are dropped (they cannot be attributed
+to a person, and dropping rows one by one is stable). Nothing but per-group aggregates
+leaves the engine.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from dpkit.analytics._plan import Plan, Statistic
+from dpkit.errors import DataError, EngineError
+
+__all__ = ["DuckDBEngine", "Engine", "EngineResult"]
+
+#: Per group key: the exact integer value of each statistic, in plan order.
+EngineResult = dict[tuple[Any, ...], list[int]]
+
+_NUMERIC = (
+    "TINYINT",
+    "SMALLINT",
+    "INTEGER",
+    "BIGINT",
+    "HUGEINT",
+    "UTINYINT",
+    "USMALLINT",
+    "UINTEGER",
+    "UBIGINT",
+    "UHUGEINT",
+    "FLOAT",
+    "DOUBLE",
+    "DECIMAL",
+    "BOOLEAN",
+)
+
+
+def is_numeric(type_name: str) -> bool:
+    return type_name.upper().startswith(_NUMERIC)
+
+
+class Engine(Protocol):
+    """What a Session needs from an engine."""
+
+    def schema(self, derived: Sequence[tuple[str, str]] = ()) -> dict[str, str]:
+        """Column name -> type name, after adding ``derived`` columns (public metadata)."""
+        ...
+
+    def aggregate(self, plan: Plan) -> EngineResult:
+        """The plan's exact integer statistics per group key (raises EngineError)."""
+        ...
+
+
+def quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _literal(value: float) -> str:
+    text = repr(float(value))
+    if text in ("inf", "-inf", "nan"):
+        raise DataError(f"A bound {text} cannot be used in SQL.")
+    return f"CAST({text} AS DOUBLE)"
+
+
+def _value_sql(stat: Statistic) -> str:
+    assert stat.expression is not None
+    x = f"CAST(({stat.expression}) AS DOUBLE)"
+    skip = f"{x} IS NULL OR isnan({x})"
+    if stat.op == "values":
+        return f"CASE WHEN {skip} THEN NULL ELSE 1 END"
+    if stat.op == "distinct":
+        return f"({stat.expression})"
+    clamped = f"LEAST(GREATEST({x}, {_literal(stat.low)}), {_literal(stat.high)})"
+    if stat.square:
+        r2 = ((stat.high - stat.low) / 2.0) ** 2
+        centred = f"({clamped} - {_literal(stat.mid)})"
+        clamped = f"LEAST(GREATEST({centred} * {centred}, CAST(0.0 AS DOUBLE)), {_literal(r2)})"
+    scaled = f"CAST(ROUND({clamped} * {_literal(stat.inv)}) AS BIGINT) - {int(stat.center)}"
+    return f"CASE WHEN {skip} THEN NULL ELSE {scaled} END"
+
+
+class DuckDBEngine:
+    """DuckDB engine over one table or view of a connection.
+
+    Parameters
+    ----------
+    connection:
+        A ``duckdb.DuckDBPyConnection``; each query runs on its own cursor, so threads
+        may share the engine.
+    relation:
+        SQL of the source relation (a quoted table/view name or a table function call).
+    """
+
+    def __init__(self, connection: Any, relation: str) -> None:
+        self._connection = connection
+        self._relation = relation
+        self._lock = threading.Lock()
+        self._schema_cache: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+
+    def _cursor(self) -> Any:
+        with self._lock:
+            return self._connection.cursor()
+
+    def _execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        import duckdb
+
+        cursor = self._cursor()
+        try:
+            cursor.execute("SET enable_progress_bar = false")
+            return list(cursor.execute(sql, list(params)).fetchall())
+        except duckdb.Error as err:
+            raise EngineError(f"DuckDB failed to run the query: {err}") from err
+        finally:
+            cursor.close()
+
+    def _source(self, derived: Sequence[tuple[str, str]]) -> str:
+        sql = f"SELECT * FROM {self._relation}"
+        for name, expression in derived:
+            sql = f"SELECT *, ({expression}) AS {quote(name)} FROM ({sql})"
+        return sql
+
+    def schema(self, derived: Sequence[tuple[str, str]] = ()) -> dict[str, str]:
+        key = tuple(derived)
+        if key not in self._schema_cache:
+            rows = self._execute(f"DESCRIBE {self._source(derived)}")
+            self._schema_cache[key] = {str(r[0]): str(r[1]) for r in rows}
+        return dict(self._schema_cache[key])
+
+    # ------------------------------------------------------------------ compile
+    def compile(self, plan: Plan) -> tuple[str, list[Any]]:
+        """The SQL statement and its parameters for ``plan``."""
+        params: list[Any] = []
+        groups = [f"__g{i}" for i in range(len(plan.group_columns))]
+        select = []
+        if plan.unit is not None:
+            select.append(f"{quote(plan.unit)} AS __u")
+        for name, column in zip(groups, plan.group_columns, strict=True):
+            select.append(f"{self._group_sql(plan, column)} AS {name}")
+        for i, stat in enumerate(plan.statistics):
+            if stat.op in ("values", "fixed_sum", "distinct"):
+                select.append(f"{_value_sql(stat)} AS __v{i}")
+        where = [f"({f})" for f in plan.filters]
+        if plan.unit is not None:
+            where.append(f"{quote(plan.unit)} IS NOT NULL")
+        where += [f"{self._group_sql(plan, c)} IS NOT NULL" for c in plan.group_columns]
+        if plan.partition is not None:
+            column, key, psalt = plan.partition
+            where.append(f"__src.{quote(column)} = ?")
+            params.append(key)
+            if plan.unit is not None:
+                # Each unit belongs to one part: the part of its row with the smallest
+                # hash(unit, part value, salt) -- a rule on that unit's rows alone.
+                u, c = quote(plan.unit), quote(column)
+                where.append(
+                    f"__src.{u} IN (SELECT {u} FROM {self._relation} WHERE {u} IS NOT NULL "
+                    f"AND {c} IS NOT NULL GROUP BY {u} HAVING arg_min({c}, hash({u}, {c}, "
+                    f"{int(psalt)})) = ?)"
+                )
+                params.append(key)
+        source = self._source(plan.derived)
+        base = f"SELECT {', '.join(select) or '1 AS __one'} FROM ({source}) AS __src"
+        if where:
+            base += " WHERE " + " AND ".join(where)
+        ctes = [f"__base AS ({base})"]
+        if plan.keys is not None:
+            placeholders = ", ".join(
+                "(" + ", ".join("?" for _ in key) + ")" for key in plan.keys.keys
+            )
+            for key in plan.keys.keys:
+                params.extend(key)
+            names = ", ".join(f"__k{i}" for i in range(len(groups)))
+            ctes.append(f"__keys({names}) AS (VALUES {placeholders})")
+            cond = " AND ".join(f"b.{g} = k.__k{i}" for i, g in enumerate(groups))
+            ctes.append(f"__kept AS (SELECT b.* FROM __base b SEMI JOIN __keys k ON {cond})")
+            rows_from = "__kept"
+        else:
+            rows_from = "__base"
+        if plan.unit is None:
+            final = self._row_level(plan, groups, rows_from)
+        else:
+            final = self._bounded(plan, groups, rows_from, ctes)
+        return "WITH " + ", ".join(ctes) + " " + final, params
+
+    def _group_sql(self, plan: Plan, column: str) -> str:
+        for name, source, edges in plan.bins:
+            if name == column:
+                x = f"CAST({quote(source)} AS DOUBLE)"
+                cases = " ".join(
+                    f"WHEN {x} < {_literal(edge)} THEN {i}" for i, edge in enumerate(edges[1:-1])
+                )
+                last = len(edges) - 2
+                return f"(CASE WHEN {x} IS NULL OR isnan({x}) THEN NULL {cases} ELSE {last} END)"
+        return quote(column)
+
+    def _aggregates(self, plan: Plan, *, pair_level: bool) -> list[str]:
+        out = []
+        for i, stat in enumerate(plan.statistics):
+            if stat.op == "rows":
+                out.append("count(*)")
+            elif stat.op == "units":
+                out.append("count(*)" if not pair_level else "1")
+            elif stat.op == "values":
+                out.append(f"count(__v{i})")
+            elif stat.op == "fixed_sum":
+                out.append(f"sum(__v{i})")
+            else:  # distinct, row level only
+                out.append(f"count(DISTINCT __v{i})")
+        return out
+
+    def _row_level(self, plan: Plan, groups: list[str], rows_from: str) -> str:
+        aggs = ", ".join(self._aggregates(plan, pair_level=False))
+        if not groups:
+            return f"SELECT {aggs} FROM {rows_from}"
+        keys = ", ".join(groups)
+        return f"SELECT {keys}, {aggs} FROM {rows_from} GROUP BY {keys}"
+
+    def _bounded(self, plan: Plan, groups: list[str], rows_from: str, ctes: list[str]) -> str:
+        m, k, salt = plan.max_rows, plan.max_groups, plan.salt
+        pair_keys = ", ".join(["__u", *groups])
+        values = [
+            f"__v{i}" for i, s in enumerate(plan.statistics) if s.op in ("values", "fixed_sum")
+        ]
+        pair_aggs = ["count(*) AS __c"]
+        for i, stat in enumerate(plan.statistics):
+            if stat.op == "values":
+                pair_aggs.append(f"count(__v{i}) AS __s{i}")
+            elif stat.op == "fixed_sum":
+                pair_aggs.append(f"sum(__v{i}) AS __s{i}")
+        pair_cols = ", ".join(
+            ["__c"] + [f"__s{i}" for i in range(len(plan.statistics)) if f"__v{i}" in values]
+        )
+        ctes.append(
+            f"__pairs AS (SELECT {pair_keys}, {', '.join(pair_aggs)} FROM {rows_from} "
+            f"GROUP BY {pair_keys})"
+        )
+        if values:
+            # Only pairs with more than m rows need their rows ranked.
+            join = " AND ".join(f"r.{c} = p.{c}" for c in ["__u", *groups])
+            row_hash = f"hash({pair_keys}, {', '.join(values)}, {salt})"
+            ctes.append(
+                f"__over AS (SELECT * FROM (SELECT r.*, row_number() OVER (PARTITION BY "
+                f"{pair_keys} ORDER BY {row_hash}) AS __rn FROM {rows_from} r SEMI JOIN "
+                f"(SELECT {pair_keys} FROM __pairs WHERE __c > {m}) p ON {join}) "
+                f"WHERE __rn <= {m})"
+            )
+            fixed_aggs = [f"{m} AS __c"]
+            for i, stat in enumerate(plan.statistics):
+                if stat.op == "values":
+                    fixed_aggs.append(f"count(__v{i}) AS __s{i}")
+                elif stat.op == "fixed_sum":
+                    fixed_aggs.append(f"sum(__v{i}) AS __s{i}")
+            ctes.append(
+                f"__bounded AS (SELECT {pair_keys}, {pair_cols} FROM __pairs WHERE __c <= {m} "
+                f"UNION ALL SELECT {pair_keys}, {', '.join(fixed_aggs)} FROM __over "
+                f"GROUP BY {pair_keys})"
+            )
+        else:
+            ctes.append(f"__bounded AS (SELECT {pair_keys}, least(__c, {m}) AS __c FROM __pairs)")
+        if groups:
+            order = f"hash({pair_keys}, {salt}), {', '.join(groups)}"
+            ctes.append(
+                f"__ranked AS (SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY __u "
+                f"ORDER BY {order}) AS __gr FROM __bounded) WHERE __gr <= {k})"
+            )
+            rows_from = "__ranked"
+        else:
+            rows_from = "__bounded"
+        aggs = []
+        for i, stat in enumerate(plan.statistics):
+            if stat.op == "rows":
+                aggs.append("sum(__c)")
+            elif stat.op == "units":
+                aggs.append("count(*)")
+            elif stat.op in ("values", "fixed_sum"):
+                aggs.append(f"sum(__s{i})")
+            else:
+                raise DataError(
+                    "count_distinct of a column needs a Session with one row per person "
+                    "(privacy_unit=None); count distinct persons with count_distinct()."
+                )
+        if not groups:
+            return f"SELECT {', '.join(aggs)} FROM {rows_from}"
+        keys = ", ".join(groups)
+        return f"SELECT {keys}, {', '.join(aggs)} FROM {rows_from} GROUP BY {keys}"
+
+    # ------------------------------------------------------------------ run
+    def aggregate(self, plan: Plan) -> EngineResult:
+        sql, params = self.compile(plan)
+        rows = self._execute(sql, params)
+        width = len(plan.group_columns)
+        result: EngineResult = {}
+        for row in rows:
+            key = tuple(row[:width])
+            result[key] = [0 if v is None else int(v) for v in row[width:]]
+        return result

@@ -1,0 +1,261 @@
+"""A persistent, exact, thread- and process-safe budget ledger on SQLite.
+
+Every spend is a row of exact rationals written in one ``BEGIN IMMEDIATE`` transaction
+that first re-reads the running total, checks it against the budget and only then
+inserts; the transaction is committed with ``PRAGMA synchronous=FULL`` (fsync) before
+the caller may release anything. ``BEGIN IMMEDIATE`` takes SQLite's write lock at the
+start of the transaction, so two processes sharing a ledger file serialise their
+check-and-spend and cannot overspend together; a :class:`threading.Lock` does the same
+for threads sharing one connection.
+
+Amounts are stored as ``"numerator/denominator"`` text of :class:`fractions.Fraction`,
+so the arithmetic is exact: a charge is the exact rational value of the float asked for
+(never rounded down), and what remains is reported rounded down.
+
+A ledger has *scopes*: the root scope is the Session's budget, and each partition of a
+Session gets its own scope (``"root/part:<column>=<key>"``) with its own budget.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+
+from dpkit.errors import BudgetExceeded, DataError, InternalError
+
+__all__ = ["Ledger", "SpendRecord"]
+
+Amount = tuple[Fraction, ...]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS scopes (
+    scope TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    budget TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    spent TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS spends (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    scope TEXT NOT NULL,
+    created REAL NOT NULL,
+    amount TEXT NOT NULL,
+    description TEXT NOT NULL
+);
+"""
+
+
+def _encode(amount: Amount) -> str:
+    return json.dumps([f"{a.numerator}/{a.denominator}" for a in amount])
+
+
+def _decode(text: str) -> Amount:
+    return tuple(Fraction(part) for part in json.loads(text))
+
+
+@dataclass(frozen=True, slots=True)
+class SpendRecord:
+    """One committed spend: its scope, time, exact amount and a description (JSON)."""
+
+    id: int
+    scope: str
+    created: float
+    amount: Amount
+    description: str
+
+
+class Ledger:
+    """Exact budget bookkeeping for a Session, in memory (``path=None``) or in a file.
+
+    Parameters
+    ----------
+    path:
+        SQLite file (created if absent), or None for a private in-memory ledger.
+    """
+
+    def __init__(self, path: str | Path | None) -> None:
+        self.path = None if path is None else str(Path(path))
+        self._lock = threading.Lock()
+        try:
+            self._conn = sqlite3.connect(
+                ":memory:" if self.path is None else self.path,
+                timeout=60.0,
+                isolation_level=None,  # we issue BEGIN/COMMIT ourselves
+                check_same_thread=False,
+            )
+            self._conn.execute("PRAGMA synchronous=FULL")
+            if self.path is not None:
+                self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.executescript(_SCHEMA)
+        except sqlite3.Error as err:
+            raise DataError(f"Cannot open the ledger file {self.path!r}: {err}.") from err
+
+    # ------------------------------------------------------------------ scopes
+    def open_scope(self, scope: str, kind: str, budget: Amount, fingerprint: str) -> None:
+        """Create ``scope`` with its budget, or check that an existing one matches."""
+        with self._transaction() as cur:
+            row = cur.execute(
+                "SELECT kind, budget, fingerprint FROM scopes WHERE scope = ?", (scope,)
+            ).fetchone()
+            if row is None:
+                cur.execute(
+                    "INSERT INTO scopes VALUES (?, ?, ?, ?, ?)",
+                    (
+                        scope,
+                        kind,
+                        _encode(budget),
+                        fingerprint,
+                        _encode((Fraction(0),) * len(budget)),
+                    ),
+                )
+                return
+            old_kind, old_budget, old_fingerprint = row
+            if old_kind != kind or _decode(old_budget) != budget:
+                raise DataError(
+                    f"The ledger {self.path!r} holds a {old_kind} budget "
+                    f"{_show(_decode(old_budget))} "
+                    f"for {scope!r}, not the {kind} budget {_show(budget)} given. A ledger "
+                    "keeps one total budget for its whole life: reopen it with the same "
+                    "budget, or use a new ledger file for a new budget."
+                )
+            if old_fingerprint != fingerprint:
+                raise DataError(
+                    f"The ledger {self.path!r} was opened for a different table (its schema "
+                    "or source differ). A ledger accounts for one table: use a new ledger "
+                    "file for another table."
+                )
+
+    def fingerprint(self, scope: str) -> str:
+        """The fingerprint stored with ``scope`` (also used to persist partition salts)."""
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT fingerprint FROM scopes WHERE scope = ?", (scope,)
+            ).fetchone()
+        if row is None:
+            raise InternalError(f"Ledger scope {scope!r} does not exist; this is a bug.")
+        return str(row[0])
+
+    def has_scope(self, scope: str) -> bool:
+        with self._lock:
+            row = self._conn.execute("SELECT 1 FROM scopes WHERE scope = ?", (scope,)).fetchone()
+        return row is not None
+
+    def spent(self, scope: str) -> Amount:
+        """Exact total spent in ``scope``."""
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT spent FROM scopes WHERE scope = ?", (scope,)
+            ).fetchone()
+        if row is None:
+            raise InternalError(
+                f"Ledger scope {scope!r} does not exist; this is a bug, please report it."
+            )
+        return _decode(row[0])
+
+    def budget(self, scope: str) -> Amount:
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT budget FROM scopes WHERE scope = ?", (scope,)
+            ).fetchone()
+        if row is None:
+            raise InternalError(
+                f"Ledger scope {scope!r} does not exist; this is a bug, please report it."
+            )
+        return _decode(row[0])
+
+    # ------------------------------------------------------------------ spending
+    def spend(
+        self,
+        scope: str,
+        amount: Amount,
+        description: str,
+        *,
+        fits: Callable[[Amount, Amount], bool],
+        show: Callable[[Amount], str],
+    ) -> SpendRecord:
+        """Check ``spent + amount`` with ``fits(new_total, budget)`` and record it durably.
+
+        Raises :class:`BudgetExceeded` (nothing recorded) when it does not fit. Returns
+        only after the transaction is committed (fsync'd).
+        """
+        with self._transaction() as cur:
+            row = cur.execute(
+                "SELECT budget, spent FROM scopes WHERE scope = ?", (scope,)
+            ).fetchone()
+            if row is None:
+                raise InternalError(f"Ledger scope {scope!r} does not exist; this is a bug.")
+            budget, spent = _decode(row[0]), _decode(row[1])
+            total = tuple(s + a for s, a in zip(spent, amount, strict=True))
+            if not fits(total, budget):
+                left = tuple(b - s for b, s in zip(budget, spent, strict=True))
+                raise BudgetExceeded(
+                    f"Cannot answer the query without exceeding the privacy budget. "
+                    f"Requested: {show(amount)}. Remaining: {show(left)}. Nothing was spent: "
+                    "ask for a smaller budget (more noise) or start a new Session with a new "
+                    "ledger."
+                )
+            created = time.time()
+            cur.execute("UPDATE scopes SET spent = ? WHERE scope = ?", (_encode(total), scope))
+            cur.execute(
+                "INSERT INTO spends (scope, created, amount, description) VALUES (?, ?, ?, ?)",
+                (scope, created, _encode(amount), description),
+            )
+            spend_id = cur.lastrowid
+        assert spend_id is not None
+        return SpendRecord(spend_id, scope, created, amount, description)
+
+    def history(self, scope: str | None = None) -> Sequence[SpendRecord]:
+        """Every committed spend (of ``scope``, or of all scopes), oldest first."""
+        query = "SELECT id, scope, created, amount, description FROM spends"
+        args: tuple[str, ...] = ()
+        if scope is not None:
+            query += " WHERE scope = ?"
+            args = (scope,)
+        with self._lock:
+            rows = self._conn.execute(query + " ORDER BY id", args).fetchall()
+        return [SpendRecord(r[0], r[1], r[2], _decode(r[3]), r[4]) for r in rows]
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    # ------------------------------------------------------------------ internals
+    def _transaction(self) -> _Transaction:
+        return _Transaction(self)
+
+
+class _Transaction:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT`` under the ledger's thread lock (rollback on error)."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self._ledger = ledger
+
+    def __enter__(self) -> sqlite3.Cursor:
+        self._ledger._lock.acquire()
+        try:
+            cur = self._ledger._conn.cursor()
+            cur.execute("BEGIN IMMEDIATE")  # the write lock, before reading the total
+        except BaseException:
+            self._ledger._lock.release()
+            raise
+        self._cur = cur
+        return cur
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        try:
+            if exc_type is None:
+                self._cur.execute("COMMIT")  # synchronous=FULL: fsync'd when this returns
+            else:
+                self._cur.execute("ROLLBACK")
+        finally:
+            self._ledger._lock.release()
+
+
+def _show(amount: Amount) -> str:
+    return "(" + ", ".join(f"{float(a):.6g}" for a in amount) + ")"

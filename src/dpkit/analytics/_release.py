@@ -1,0 +1,295 @@
+"""Adding the noise, estimating per cell, and the result and explanation objects."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from dpkit import noise as _noise
+from dpkit.accounting._math.rounding import fraction_up
+from dpkit.accounting.guarantees import ZCDP, PureDP
+from dpkit.analytics._accounting import BudgetKind, Noise, selection_threshold
+from dpkit.analytics._compile import CompiledQuery, StatisticSpec
+from dpkit.analytics._engine import EngineResult
+from dpkit.analytics.query import Query
+from dpkit.mechanisms._base import ErrorBound, Release
+from dpkit.random import Random
+
+__all__ = ["Explanation", "QueryResult", "StatisticExplanation"]
+
+Key = tuple[Any, ...]
+
+
+def _normal_quantile(confidence: float) -> float:
+    # Two-sided standard normal quantile by bisection on erfc (no SciPy import).
+    alpha = 1.0 - confidence
+    low, high = 0.0, 40.0
+    for _ in range(100):
+        mid = 0.5 * (low + high)
+        if math.erfc(mid / math.sqrt(2.0)) > alpha:
+            low = mid
+        else:
+            high = mid
+    return high
+
+
+@dataclass(frozen=True, slots=True)
+class StatisticExplanation:
+    """One noisy statistic of a query, before it runs (value units)."""
+
+    aggregation: str
+    role: str
+    mechanism: str
+    sensitivity: float  # per group, value units
+    max_groups: int
+    noise_scale: float  # discrete Laplace scale or discrete Gaussian sigma, value units
+    standard_deviation: float
+    half_width: float
+    confidence: float
+    budget: PureDP | ZCDP
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """What a query runs and how accurate it is expected to be; nothing was spent."""
+
+    statistics: tuple[StatisticExplanation, ...]
+    charge: str
+    selection_threshold: int | None
+    selection_delta: float | None
+    notes: tuple[str, ...]
+
+    def __str__(self) -> str:
+        lines = [f"Charge: {self.charge}"]
+        header = (
+            f"{'aggregation':<20} {'statistic':<16} {'mechanism':<17} {'scale':>12} "
+            f"{'sd':>12} {'CI +-':>12}"
+        )
+        lines.append(header)
+        for s in self.statistics:
+            lines.append(
+                f"{s.aggregation:<20} {s.role:<16} {s.mechanism:<17} {s.noise_scale:>12.4g} "
+                f"{s.standard_deviation:>12.4g} {s.half_width:>12.4g}"
+            )
+        if self.selection_threshold is not None:
+            lines.append(
+                f"key selection: keep keys with noisy distinct-person count >= "
+                f"{self.selection_threshold} (delta {self.selection_delta:.3g})"
+            )
+        lines.extend(self.notes)
+        return "\n".join(lines)
+
+
+def _mechanism_name(spec: StatisticSpec) -> str:
+    return "DiscreteLaplace" if spec.noise.kind == "laplace" else "DiscreteGaussian"
+
+
+def _guarantee(noise: Noise) -> PureDP | ZCDP:
+    value = fraction_up(noise.cost)
+    return PureDP(value) if noise.kind == "laplace" else ZCDP(value)
+
+
+def explain(
+    compiled: CompiledQuery, query: Query, kind: BudgetKind, confidence: float
+) -> Explanation:
+    rows = []
+    for spec in compiled.specs:
+        unit = spec.unit
+        rows.append(
+            StatisticExplanation(
+                aggregation=spec.aggregation,
+                role=spec.role,
+                mechanism=_mechanism_name(spec),
+                sensitivity=spec.noise.sensitivity * unit,
+                max_groups=spec.noise.groups,
+                noise_scale=spec.noise.scale * unit,
+                standard_deviation=spec.noise.standard_deviation() * unit,
+                half_width=spec.noise.half_width(confidence) * unit,
+                confidence=confidence,
+                budget=_guarantee(spec.noise),
+            )
+        )
+    threshold = delta = None
+    if compiled.selection_noise is not None and compiled.selection_delta is not None:
+        threshold, _ = selection_threshold(compiled.selection_noise, compiled.selection_delta)
+        delta = compiled.selection_delta
+    notes = (
+        "Means and variances: estimates are ratios of noisy statistics; their standard "
+        "errors are delta-method approximations.",
+    )
+    return Explanation(tuple(rows), kind.show(compiled.charge), threshold, delta, notes)
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    """A released query result.
+
+    Attributes
+    ----------
+    group_columns:
+        Names of the key columns.
+    columns:
+        Column name -> numpy array: the keys, and for each aggregation ``name``,
+        ``name_se`` (standard error), ``name_low`` and ``name_high`` (confidence
+        interval at ``confidence``).
+    releases:
+        One :class:`~dpkit.Release` per noisy statistic (integer units), for audit.
+    confidence:
+        Level of the intervals.
+    selection_threshold:
+        The key-selection threshold, if keys were selected privately.
+    """
+
+    group_columns: tuple[str, ...]
+    columns: dict[str, npt.NDArray[Any]]
+    releases: tuple[Release[Any], ...]
+    confidence: float
+    selection_threshold: int | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def dataframe(self) -> Any:
+        """The result as a pandas DataFrame (pandas is imported on first use)."""
+        import pandas as pd  # type: ignore[import-untyped]
+
+        return pd.DataFrame({k: v for k, v in self.columns.items()})
+
+    def to_pandas(self) -> Any:
+        return self.dataframe
+
+
+def _noisy(
+    spec: StatisticSpec, exact: npt.NDArray[np.int64], random: Random
+) -> npt.NDArray[np.int64]:
+    if exact.size == 0:
+        return exact.copy()
+    if spec.noise.kind == "laplace":
+        draws = _noise.discrete_laplace(spec.noise.scale, exact.size, rng=random)
+    else:
+        draws = _noise.discrete_gaussian(spec.noise.scale, exact.size, rng=random)
+    # Exact sums can exceed int64 (HUGEINT in the engine): add as Python integers.
+    if np.abs(exact).max(initial=0) < 2**61:
+        return exact.astype(np.int64) + draws
+    return np.array([int(e) + int(d) for e, d in zip(exact, draws, strict=True)], dtype=object)
+
+
+def release(
+    compiled: CompiledQuery,
+    query: Query,
+    exact: EngineResult,
+    threshold: int | None,
+    confidence: float,
+    random: Random,
+) -> QueryResult:
+    specs = compiled.specs
+    width = len(query.group_columns)
+    if query.keys is not None:
+        keys: list[Key] = list(query.keys.keys)
+    elif width == 0:
+        keys = [()]
+    else:
+        keys = sorted(exact, key=repr)
+    zeros = [0] * len(specs)
+    table = np.array([exact.get(k, zeros) for k in keys], dtype=object).reshape(
+        len(keys), len(specs)
+    )
+    noisy: dict[int, npt.NDArray[Any]] = {}
+    releases: list[Release[Any]] = []
+    order = list(range(len(specs)))
+    sel_index = next((i for i, s in enumerate(specs) if s.aggregation == "__selection"), None)
+    if sel_index is not None:
+        # Key selection first: only selected keys' statistics are released.
+        column = np.array([int(v) for v in table[:, sel_index]], dtype=np.int64)
+        counts = _noisy(specs[sel_index], column, random)
+        assert threshold is not None
+        keep = np.asarray(counts >= threshold, dtype=bool)
+        keys = [k for k, kept in zip(keys, keep, strict=True) if kept]
+        table = table[keep]
+        order.remove(sel_index)
+    for i in order:
+        column = (
+            np.array([int(v) for v in table[:, i]], dtype=object)
+            if len(keys)
+            else np.zeros(0, dtype=np.int64)
+        )
+        with contextlib.suppress(OverflowError):
+            column = column.astype(np.int64)
+        noisy[i] = _noisy(specs[i], column, random)
+        err = ErrorBound(
+            standard_deviation=specs[i].noise.standard_deviation(),
+            half_width=float(specs[i].noise.half_width(confidence)),
+            confidence=confidence,
+        )
+        releases.append(
+            Release(
+                value=noisy[i],
+                error=err,
+                event=specs[i].noise.event,
+                guarantee=_guarantee(specs[i].noise),
+                mechanism=_mechanism_name(specs[i]),
+                secure=random.secure,
+            )
+        )
+    columns: dict[str, npt.NDArray[Any]] = {}
+    for j, name in enumerate(query.group_columns):
+        columns[name] = np.array([k[j] for k in keys])
+    z = _normal_quantile(confidence)
+    for agg in query.aggregations:
+        idx = [i for i in order if specs[i].aggregation == agg.name]
+        est, se, low, high = _estimate(
+            agg.kind, [specs[i] for i in idx], [noisy[i] for i in idx], confidence, z, agg.bounds
+        )
+        columns[agg.name] = est
+        columns[f"{agg.name}_se"] = se
+        columns[f"{agg.name}_low"] = low
+        columns[f"{agg.name}_high"] = high
+    return QueryResult(query.group_columns, columns, tuple(releases), confidence, threshold)
+
+
+def _f(values: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
+    return np.array([float(v) for v in values], dtype=np.float64)
+
+
+def _estimate(
+    kind: str,
+    specs: list[StatisticSpec],
+    values: list[npt.NDArray[Any]],
+    confidence: float,
+    z: float,
+    bounds: tuple[float, float] | None,
+) -> tuple[npt.NDArray[np.float64], ...]:
+    if kind in ("count", "count_distinct", "sum"):
+        spec, value = specs[0], values[0]
+        est = _f(value) * spec.unit
+        sd = spec.noise.standard_deviation() * spec.unit
+        hw = spec.noise.half_width(confidence) * spec.unit
+        se = np.full(est.shape, sd)
+        return est, se, est - hw, est + hw
+    assert bounds is not None
+    low, high = bounds
+    n_spec, s_spec = specs[0], specs[1]
+    n = np.maximum(_f(values[0]), 1.0)
+    sd_n = n_spec.noise.standard_deviation()
+    centre = s_spec.statistic.center * s_spec.unit
+    m1 = _f(values[1]) * s_spec.unit / n  # mean of centred values
+    sd_s = s_spec.noise.standard_deviation() * s_spec.unit
+    if kind == "mean":
+        est = np.clip(centre + m1, low, high)
+        se = np.sqrt((sd_s / n) ** 2 + (m1 * sd_n / n) ** 2)
+    else:
+        q_spec = specs[2]
+        q_centre = q_spec.statistic.center * q_spec.unit
+        m2 = _f(values[2]) * q_spec.unit / n + q_centre  # mean of squared deviations from mid
+        # Values are centred at the grid's rounding of mid: shift m1 to be about mid.
+        shift = centre - s_spec.statistic.mid
+        d = m1 + shift
+        r2 = ((high - low) / 2.0) ** 2
+        est = np.clip(m2 - d * d, 0.0, r2)
+        sd_q = q_spec.noise.standard_deviation() * q_spec.unit
+        se = np.sqrt((sd_q / n) ** 2 + (2.0 * d * sd_s / n) ** 2 + ((m2 - d * d) * sd_n / n) ** 2)
+    return est, se, est - z * se, est + z * se

@@ -1,0 +1,348 @@
+"""Queries: a fluent builder over a frozen query tree, and public group keys.
+
+A :class:`Query` is an immutable value: every builder method returns a new Query, so a
+query can be reused, explained and evaluated many times. Nothing here touches data;
+expressions are validated against the table's (public) schema when a Session compiles
+the query.
+
+Examples
+--------
+>>> from dpkit.analytics import KeySet, Query
+>>> q = (Query()
+...      .filter("age >= 18")
+...      .group_by("region", keys=KeySet.from_values(region=["north", "south"]))
+...      .bound(max_groups=1, max_rows=5)
+...      .count()
+...      .sum("income", bounds=(0.0, 100_000.0)))
+>>> [a.name for a in q.aggregations]
+['count', 'sum_income']
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from dpkit import _validation as check
+from dpkit.errors import InvalidParameter
+
+__all__ = ["Aggregation", "KeySelection", "KeySet", "Query"]
+
+Key = tuple[Any, ...]
+
+
+def _check_key_value(value: object, owner: str) -> object:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        raise InvalidParameter(
+            f"{owner}: group keys cannot be None or NaN (rows with NULL group keys are "
+            "dropped before aggregation)."
+        )
+    if not isinstance(value, str | int | float | bool):
+        raise InvalidParameter.for_parameter("keys", owner, "str, int, float or bool values", value)
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class KeySet:
+    """A public set of group keys: the groups a query reports, whatever the data holds.
+
+    Keys absent from the data are reported (with noisy zero counts); rows whose keys
+    are not in the set are dropped. Keys must not come from the private data.
+    """
+
+    columns: tuple[str, ...]
+    keys: tuple[Key, ...]
+
+    def __post_init__(self) -> None:
+        owner = "KeySet"
+        if not self.columns or len(set(self.columns)) != len(self.columns):
+            raise InvalidParameter.for_parameter(
+                "columns", owner, "a non-empty sequence of distinct column names", self.columns
+            )
+        seen: set[Key] = set()
+        unique: list[Key] = []
+        for key in self.keys:
+            if len(key) != len(self.columns):
+                raise InvalidParameter(
+                    f"KeySet: every key must have {len(self.columns)} values, one per column "
+                    f"{list(self.columns)}; got a key with {len(key)}."
+                )
+            checked = tuple(_check_key_value(v, owner) for v in key)
+            if checked not in seen:
+                seen.add(checked)
+                unique.append(checked)
+        if not unique:
+            raise InvalidParameter("KeySet: give at least one key.")
+        object.__setattr__(self, "keys", tuple(unique))
+
+    @classmethod
+    def from_values(cls, **values: Iterable[object]) -> KeySet:
+        """The keys of one column, or the cross product of several.
+
+        >>> KeySet.from_values(region=["n", "s"], year=[2023, 2024]).keys
+        (('n', 2023), ('n', 2024), ('s', 2023), ('s', 2024))
+        """
+        if not values:
+            raise InvalidParameter("KeySet.from_values: give at least one column=values.")
+        columns = tuple(values)
+        lists = [list(dict.fromkeys(v)) for v in values.values()]
+        return cls(columns, tuple(itertools.product(*lists)))
+
+    @classmethod
+    def from_tuples(cls, columns: Sequence[str], keys: Iterable[Sequence[object]]) -> KeySet:
+        """Explicit keys: ``KeySet.from_tuples(["a", "b"], [(1, "x"), (2, "y")])``."""
+        return cls(tuple(columns), tuple(tuple(k) for k in keys))
+
+    def __mul__(self, other: KeySet) -> KeySet:
+        """Cross product with another KeySet on other columns."""
+        if not isinstance(other, KeySet):
+            return NotImplemented
+        if set(self.columns) & set(other.columns):
+            raise InvalidParameter("KeySet product: the two KeySets share a column.")
+        keys = tuple(a + b for a, b in itertools.product(self.keys, other.keys))
+        return KeySet(self.columns + other.columns, keys)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+
+@dataclass(frozen=True, slots=True)
+class KeySelection:
+    """Private key selection: keep keys whose noisy count of distinct persons is >= T.
+
+    ``mechanism`` is ``"gaussian"`` (discrete Gaussian noise) or ``"laplace"``
+    (discrete Laplace); ``delta`` is the delta this selection may cost (None: half of
+    what remains of the Session's selection delta); ``weight`` its share of the
+    query's budget relative to the aggregations (each of weight 1 by default).
+    """
+
+    mechanism: Literal["gaussian", "laplace"] = "gaussian"
+    delta: float | None = None
+    weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        owner = "KeySelection"
+        if self.mechanism not in ("gaussian", "laplace"):
+            raise InvalidParameter.for_parameter(
+                "mechanism", owner, "'gaussian' or 'laplace'", self.mechanism
+            )
+        if self.delta is not None:
+            object.__setattr__(
+                self, "delta", check.check_delta(self.delta, owner, allow_zero=False)
+            )
+        object.__setattr__(self, "weight", check.check_positive(self.weight, "weight", owner))
+
+
+AggregationKind = Literal["count", "count_distinct", "sum", "mean", "variance"]
+
+
+@dataclass(frozen=True, slots=True)
+class Aggregation:
+    """One aggregation of a query (see the :class:`Query` builder methods)."""
+
+    kind: AggregationKind
+    name: str
+    column: str | None = None
+    bounds: tuple[float, float] | None = None
+    weight: float = 1.0
+
+
+def _check_bounds(bounds: object, owner: str) -> tuple[float, float]:
+    expected = "a pair (low, high) of finite floats with low < high"
+    if not isinstance(bounds, tuple | list) or len(bounds) != 2:
+        raise InvalidParameter.for_parameter("bounds", owner, expected, bounds)
+    low = check.check_finite_float(bounds[0], "bounds", owner)
+    high = check.check_finite_float(bounds[1], "bounds", owner)
+    if not low < high:
+        raise InvalidParameter.for_parameter("bounds", owner, expected, bounds)
+    return (low, high)
+
+
+def _check_name(name: object, owner: str, what: str = "name") -> str:
+    if not isinstance(name, str) or not name or name.startswith("__"):
+        raise InvalidParameter.for_parameter(
+            what, owner, "a non-empty string not starting with '__'", name
+        )
+    return name
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """An immutable query: filters, derived columns, grouping, bounds, aggregations.
+
+    Build it with the methods below (each returns a new Query) and run it with
+    :meth:`dpkit.Session.evaluate`. The privacy guarantee, sensitivity and accuracy of
+    each aggregation are stated there and in :meth:`dpkit.Session.explain`.
+    """
+
+    filters: tuple[str, ...] = ()
+    derived: tuple[tuple[str, str], ...] = ()
+    group_columns: tuple[str, ...] = ()
+    keys: KeySet | None = None
+    selection: KeySelection | None = None
+    bins: tuple[tuple[str, str, tuple[float, ...]], ...] = ()
+    max_groups: int | None = None
+    max_rows: int | None = None
+    aggregations: tuple[Aggregation, ...] = ()
+
+    # --------------------------------------------------------------- rows
+    def filter(self, expression: str) -> Query:
+        """Keep rows where the public SQL ``expression`` is true (e.g. ``"age >= 18"``).
+
+        Only column references, literals, operators and scalar functions are allowed
+        (checked with SQLGlot when compiled): no subqueries, tables or aggregates.
+        """
+        if not isinstance(expression, str) or not expression.strip():
+            raise InvalidParameter.for_parameter(
+                "expression", "Query.filter", "a non-empty SQL expression", expression
+            )
+        return replace(self, filters=(*self.filters, expression))
+
+    def with_column(self, name: str, expression: str) -> Query:
+        """Add a derived column ``name`` computed by a public SQL ``expression`` per row."""
+        name = _check_name(name, "Query.with_column")
+        if not isinstance(expression, str) or not expression.strip():
+            raise InvalidParameter.for_parameter(
+                "expression", "Query.with_column", "a non-empty SQL expression", expression
+            )
+        return replace(self, derived=(*self.derived, (name, expression)))
+
+    # --------------------------------------------------------------- groups
+    def group_by(
+        self,
+        *columns: str,
+        keys: KeySet | Literal["private"],
+        selection: KeySelection | None = None,
+    ) -> Query:
+        """Group by ``columns`` with public ``keys`` (a :class:`KeySet`) or ``"private"``.
+
+        ``keys="private"`` selects keys from the data privately (noisy count of distinct
+        persons per key, released only above a threshold; see :class:`KeySelection`).
+        It needs a Session budget with a delta (:class:`~dpkit.ApproxDP`).
+        """
+        owner = "Query.group_by"
+        if self.group_columns:
+            raise InvalidParameter(f"{owner}: the query is already grouped.")
+        if not columns:
+            raise InvalidParameter(f"{owner}: give at least one column.")
+        cols = tuple(_check_name(c, owner, "columns") for c in columns)
+        if isinstance(keys, KeySet):
+            if keys.columns != cols:
+                raise InvalidParameter(
+                    f"{owner}: the KeySet's columns {list(keys.columns)} must be the "
+                    f"group-by columns {list(cols)}, in the same order."
+                )
+            if selection is not None:
+                raise InvalidParameter(f"{owner}: selection applies to keys='private' only.")
+            return replace(self, group_columns=cols, keys=keys)
+        if keys == "private":
+            return replace(self, group_columns=cols, selection=selection or KeySelection())
+        raise InvalidParameter.for_parameter("keys", owner, "a KeySet or 'private'", keys)
+
+    def group_by_bins(self, column: str, edges: Sequence[float]) -> Query:
+        """Histogram: group by the bin of numeric ``column`` between public ``edges``.
+
+        Bin ``i`` is ``[edges[i], edges[i+1])``; values below the first edge go to the
+        first bin and values at or above the last edge (and +-inf) to the last. NULL and
+        NaN values are dropped. The key column is named ``<column>_bin`` (bin index).
+        """
+        owner = "Query.group_by_bins"
+        column = _check_name(column, owner, "column")
+        try:
+            cuts = tuple(check.check_finite_float(e, "edges", owner) for e in edges)
+        except TypeError:
+            raise InvalidParameter.for_parameter("edges", owner, "a sequence", edges) from None
+        if len(cuts) < 2 or any(b <= a for a, b in itertools.pairwise(cuts)):
+            raise InvalidParameter.for_parameter(
+                "edges", owner, "at least two strictly increasing finite floats", edges
+            )
+        name = f"{column}_bin"
+        keys = KeySet.from_values(**{name: range(len(cuts) - 1)})
+        grouped = self.group_by(name, keys=keys)
+        return replace(grouped, bins=(*self.bins, (name, column, cuts)))
+
+    def bound(self, *, max_groups: int | None = None, max_rows: int | None = None) -> Query:
+        """Contribution bounds per privacy unit: groups per person, rows per person per group.
+
+        Enforced inside the engine by a rule that depends only on that person's rows
+        (keyed-hash ranking with a fresh secret salt per query). Required when the
+        Session has a privacy unit.
+        """
+        owner = "Query.bound"
+        groups = None if max_groups is None else check.check_count(max_groups, "max_groups", owner)
+        rows = None if max_rows is None else check.check_count(max_rows, "max_rows", owner)
+        return replace(
+            self,
+            max_groups=groups if groups is not None else self.max_groups,
+            max_rows=rows if rows is not None else self.max_rows,
+        )
+
+    # --------------------------------------------------------------- aggregations
+    def _add(self, aggregation: Aggregation) -> Query:
+        if any(a.name == aggregation.name for a in self.aggregations):
+            raise InvalidParameter(
+                f"Query: an aggregation named {aggregation.name!r} already exists; pass name=."
+            )
+        return replace(self, aggregations=(*self.aggregations, aggregation))
+
+    def count(self, *, name: str = "count", weight: float = 1.0) -> Query:
+        """Number of rows (after filters and contribution bounding)."""
+        owner = "Query.count"
+        w = check.check_positive(weight, "weight", owner)
+        return self._add(Aggregation("count", _check_name(name, owner), weight=w))
+
+    def count_distinct(
+        self, column: str | None = None, *, name: str | None = None, weight: float = 1.0
+    ) -> Query:
+        """Number of distinct persons (``column=None``), or of distinct values of ``column``
+        (only for Sessions with one row per person)."""
+        owner = "Query.count_distinct"
+        col = None if column is None else _check_name(column, owner, "column")
+        label = name or ("count_distinct" if col is None else f"count_distinct_{col}")
+        w = check.check_positive(weight, "weight", owner)
+        return self._add(Aggregation("count_distinct", _check_name(label, owner), col, weight=w))
+
+    def _bounded(
+        self, kind: AggregationKind, column: str, bounds: object, name: str | None, weight: float
+    ) -> Query:
+        owner = f"Query.{kind}"
+        col = _check_name(column, owner, "column")
+        label = _check_name(name or f"{kind}_{col}", owner)
+        w = check.check_positive(weight, "weight", owner)
+        return self._add(Aggregation(kind, label, col, _check_bounds(bounds, owner), w))
+
+    def sum(
+        self,
+        column: str,
+        *,
+        bounds: tuple[float, float],
+        name: str | None = None,
+        weight: float = 1.0,
+    ) -> Query:
+        """Sum of ``column`` with each value clamped to ``bounds`` (public)."""
+        return self._bounded("sum", column, bounds, name, weight)
+
+    def mean(
+        self,
+        column: str,
+        *,
+        bounds: tuple[float, float],
+        name: str | None = None,
+        weight: float = 1.0,
+    ) -> Query:
+        """Mean of ``column`` clamped to ``bounds``: a noisy centred sum over a noisy count."""
+        return self._bounded("mean", column, bounds, name, weight)
+
+    def variance(
+        self,
+        column: str,
+        *,
+        bounds: tuple[float, float],
+        name: str | None = None,
+        weight: float = 1.0,
+    ) -> Query:
+        """Variance of ``column`` clamped to ``bounds`` from noisy count, sum, sum of squares."""
+        return self._bounded("variance", column, bounds, name, weight)
