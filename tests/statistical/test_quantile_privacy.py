@@ -1,0 +1,188 @@
+"""Privacy and accuracy of inverse-sensitivity quantiles, checked exactly and by sampling.
+
+The output distribution is known in closed form, ``P(y) ∝ exp(-c loss(x, y))`` with the
+mechanism's coefficient ``c`` (``epsilon / 2`` rounded down) and the exact loss, so:
+
+* privacy: the largest log-ratio ``|ln P_x(y) - ln P_x'(y)|`` over adversarial
+  neighbouring pairs is computed exactly and must be <= epsilon; power: the same check
+  on the mechanism run at 1.3 epsilon exceeds epsilon on the same pairs;
+* sampling: released grid indices follow that PMF (chi-square, alpha = 1e-6); power:
+  the same samples are rejected against the PMF at 1.3 epsilon;
+* accuracy: over 200 seeded releases per stated distribution, the number of releases
+  outside the ``RankErrorBound`` is consistent with a failure rate <= beta (one-sided
+  binomial, false-failure 1e-6), and the exact failure probability is <= beta; power: a
+  radius whose exact failure probability is >= 0.5 is rejected by the same test.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import dpkit as dp
+from dpkit.estimators._quantile_loss import quantile_loss, rational_level
+from dpkit.estimators.quantiles import quantile_from_counts
+from dpkit.selection import ExponentialMechanism
+from dpkit.testing import assert_pmf, seeded
+
+ALPHA = 1e-6
+EPSILON = 1.0
+J = 21  # grid points 0..20
+
+
+def _coefficient(epsilon: float) -> float:
+    return ExponentialMechanism(epsilon=epsilon, sensitivity=1.0).coefficient
+
+
+def _log_pmf(counts: np.ndarray, q: float, epsilon: float, neighbouring: str) -> np.ndarray:
+    loss = quantile_loss(np.asarray(counts, dtype=np.int64), rational_level(q), neighbouring)
+    logits = -_coefficient(epsilon) * loss.astype(float)
+    return logits - np.logaddexp.reduce(logits)
+
+
+def _add_remove_neighbours(counts: np.ndarray):
+    for i in range(counts.size):
+        more = counts.copy()
+        more[i] += 1
+        yield more
+        if counts[i] > 0:
+            less = counts.copy()
+            less[i] -= 1
+            yield less
+
+
+def _replace_neighbours(counts: np.ndarray):
+    for i in np.flatnonzero(counts):
+        for j in range(counts.size):
+            if j != i:
+                moved = counts.copy()
+                moved[i] -= 1
+                moved[j] += 1
+                yield moved
+
+
+def _hist(values) -> np.ndarray:
+    return np.bincount(np.asarray(values, dtype=int), minlength=J).astype(np.int64)
+
+
+ADVERSARIAL = {
+    "empty": _hist([]),
+    "one-point-middle": _hist([10]),
+    "one-point-edge": _hist([0]),
+    "all-equal": _hist([7] * 25),
+    "all-equal-at-top-edge": _hist([20] * 9),
+    "grid-edges": _hist([0] * 6 + [20] * 6),
+    "one-huge-value": _hist([3, 4, 4, 5, 6, 20]),  # the 20 is a clamped outlier
+    "two-clusters": _hist([1] * 10 + [18] * 11),
+    "spread": _hist(np.arange(21)),
+}
+LEVELS = [0.0, 0.05, 0.3, 0.5, 0.9, 1.0]
+
+
+def _max_log_ratio(epsilon_run: float, neighbouring: str) -> float:
+    worst = 0.0
+    neighbours = _add_remove_neighbours if neighbouring == "add_remove" else _replace_neighbours
+    for counts in ADVERSARIAL.values():
+        if neighbouring == "replace" and counts.sum() == 0:
+            continue
+        for q in LEVELS:
+            base = _log_pmf(counts, q, epsilon_run, neighbouring)
+            for other in neighbours(counts):
+                worst = max(
+                    worst,
+                    float(np.max(np.abs(base - _log_pmf(other, q, epsilon_run, neighbouring)))),
+                )
+    return worst
+
+
+@pytest.mark.parametrize("neighbouring", ["add_remove", "replace"])
+def test_exact_privacy_loss_at_most_epsilon(neighbouring):
+    assert _max_log_ratio(EPSILON, neighbouring) <= EPSILON * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("neighbouring", ["add_remove", "replace"])
+def test_power_privacy_check_rejects_1_3_epsilon(neighbouring):
+    # A mechanism calibrated at 1.3 epsilon is caught by the same pairs.
+    assert _max_log_ratio(1.3 * EPSILON, neighbouring) > EPSILON
+
+
+def test_sampled_releases_follow_the_exact_pmf():
+    grid = dp.Grid.linear(0.0, 20.0, size=J)
+    counts = ADVERSARIAL["one-huge-value"]
+    rng = seeded(11)
+    draws = 20_000
+    samples = np.array(
+        [
+            int(quantile_from_counts(counts, grid, 0.5, epsilon=EPSILON, rng=rng).value)
+            for _ in range(draws)
+        ]
+    )
+    exact = np.exp(_log_pmf(counts, 0.5, EPSILON, "add_remove"))
+    assert_pmf(samples, dict(enumerate(exact)), alpha=ALPHA)
+    wrong = np.exp(_log_pmf(counts, 0.5, 1.3 * EPSILON, "add_remove"))
+    with pytest.raises(AssertionError):
+        assert_pmf(samples, dict(enumerate(wrong)), alpha=ALPHA)
+
+
+# ------------------------------------------------------------------------- accuracy
+
+RUNS = 200
+GRID = dp.Grid.linear(-10.0, 10.0, size=20_001)
+DISTRIBUTIONS = {
+    "normal-n1001": lambda rng: rng.normal(size=1001),
+    "lognormal-n500": lambda rng: rng.lognormal(size=500) - 2.0,
+    "bimodal-n800": lambda rng: np.concatenate([rng.normal(-3, 0.5, 400), rng.normal(3, 0.5, 400)]),
+    "student-t2-n300": lambda rng: rng.standard_t(2, size=300),
+}
+
+
+def _outside(counts: np.ndarray, index: np.ndarray, q: float, radius: int) -> np.ndarray:
+    """Whether grid index lies outside [x_(m - radius), x_(m + radius)] of the snapped data."""
+    n = int(counts.sum())
+    p, d = rational_level(q)
+    m = max(1, -((-p * n) // d))
+    at_or_below = np.cumsum(counts)[index]
+    below = at_or_below - counts[index]
+    too_low = (m - radius >= 1) & (at_or_below < m - radius)
+    too_high = (m + radius <= n) & (below >= m + radius)
+    return too_low | too_high
+
+
+def _binomial_upper_ok(failures: int, beta: float) -> bool:
+    # P[Binomial(RUNS, beta) >= failures] >= ALPHA: consistent with a rate <= beta.
+    return bool(stats.binom.sf(failures - 1, RUNS, beta) >= ALPHA)
+
+
+@pytest.mark.parametrize("q", [0.5, 0.1, 0.9])
+@pytest.mark.parametrize("name", DISTRIBUTIONS.keys())
+def test_rank_error_bound_holds(name, q):
+    data = DISTRIBUTIONS[name](np.random.default_rng(abs(hash(name)) % 2**32))
+    counts = GRID.histogram(data)
+    confidence = 0.8  # beta = 0.2: a bound loose enough to be tested with 200 runs
+    rng = seeded(7)
+    releases = [
+        quantile_from_counts(counts, GRID, q, epsilon=EPSILON, confidence=confidence, rng=rng)
+        for _ in range(RUNS)
+    ]
+    radius = releases[0].error.rank_radius
+    index = np.searchsorted(GRID.points, [r.value for r in releases])
+    beta = 1.0 - confidence
+    # Exact failure probability from the PMF, and the sampled count.
+    exact = np.exp(_log_pmf(counts, q, EPSILON, "add_remove"))
+    all_index = np.arange(GRID.size)
+    assert float(exact[_outside(counts, all_index, q, radius)].sum()) <= beta
+    assert _binomial_upper_ok(int(_outside(counts, index, q, radius).sum()), beta)
+    # Power: at the largest radius whose exact failure probability is >= 0.5 (a bound
+    # that is wrong by a wide margin), the same 200-run test rejects.
+    wrong = max(r for r in range(radius) if exact[_outside(counts, all_index, q, r)].sum() >= 0.5)
+    assert not _binomial_upper_ok(int(_outside(counts, index, q, wrong).sum()), beta)
+
+
+def test_radius_matches_the_theorem():
+    release = quantile_from_counts(np.ones(GRID.size, dtype=np.int64), GRID, 0.5, epsilon=EPSILON)
+    k = math.floor((2 / EPSILON) * math.log(GRID.size / 0.05))
+    assert release.error.rank_radius in (k, k + 1)  # +1 only from the rounded-down coefficient
+    assert release.error.rank_radius >= k
