@@ -1,0 +1,170 @@
+"""Render a :class:`~dpkit.report.DatasetSummary` as Rich tables in a terminal."""
+
+from __future__ import annotations
+
+from rich.console import Console, Group
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from dpkit.report._format import (
+    common_confidence,
+    describe_guarantee,
+    format_interval,
+    format_spread,
+    format_value,
+    interval_cell,
+    interval_header,
+    privacy_unit_text,
+)
+from dpkit.report.model import ColumnSummary, DatasetSummary, HistogramSummary
+
+__all__ = ["render_terminal"]
+
+_BAR_WIDTH = 24
+_MAX_HISTOGRAM_ROWS = 20
+DP_NOTE = (
+    "All numbers are differentially private estimates: they include random noise. "
+    "Intervals cover the true value with the stated confidence (noise only)."
+)
+INSECURE_NOTE = (
+    "Seeded random generator: these numbers are reproducible but NOT private. Do not publish them."
+)
+
+
+def _header(summary: DatasetSummary) -> Panel:
+    lines = Text()
+    lines.append("Dataset: ", style="bold").append(summary.source + "\n")
+    lines.append("Privacy unit: ", style="bold").append(privacy_unit_text(summary) + "\n")
+    lines.append("Total budget: ", style="bold")
+    lines.append(describe_guarantee(summary.budget, implied=True) + "\n")
+    if summary.rows_estimate is not None:
+        rows = summary.rows_estimate
+        lines.append("Rows (private estimate): ", style="bold")
+        lines.append(format_value(rows.estimate, rows.unit))
+        if rows.ci_low is not None and rows.confidence is not None:
+            ci = format_interval(rows.ci_low, rows.ci_high, rows.unit)
+            lines.append(f"  {rows.confidence:.0%} CI {ci}")
+        lines.append("\n")
+    lines.append("Created: ", style="bold").append(summary.created.isoformat(timespec="seconds"))
+    for note in summary.notes:
+        lines.append("\n" + note, style="dim")
+    parts: list[Text] = [lines, Text(DP_NOTE, style="italic")]
+    if not summary.secure:
+        parts.append(Text(INSECURE_NOTE, style="bold yellow"))
+    return Panel(Group(*parts), title=escape(summary.title), expand=False)
+
+
+def _budget_table(summary: DatasetSummary) -> Table:
+    table = Table(title="Budget split", title_justify="left")
+    table.add_column("used for")
+    table.add_column("mechanism")
+    table.add_column("guarantee")
+    table.add_column("share", justify="right")
+    for share in summary.budget_split:
+        table.add_row(
+            escape(share.label),
+            escape(share.mechanism),
+            escape(describe_guarantee(share.budget)),
+            "" if share.fraction is None else f"{share.fraction:.1%}",
+        )
+    return table
+
+
+def _statistics_table(column: ColumnSummary) -> Table:
+    table = Table(title=f"{escape(column.name)} ({column.kind})", title_justify="left")
+    table.add_column("statistic")
+    table.add_column("estimate", justify="right")
+    shared = common_confidence(s.confidence for s in column.statistics)
+    table.add_column(interval_header(shared), justify="right")
+    table.add_column("± std. error", justify="right")
+    table.add_column("mechanism")
+    table.add_column("budget")
+    for stat in column.statistics:
+        unit = "" if stat.unit in ("", "epoch_seconds") else f" {stat.unit}"
+        table.add_row(
+            escape(stat.name),
+            escape(format_value(stat.estimate, stat.unit) + unit),
+            escape(interval_cell(stat.ci_low, stat.ci_high, stat.confidence, shared, stat.unit)),
+            "" if stat.std_error is None else escape(format_spread(stat.std_error, stat.unit)),
+            escape(stat.mechanism),
+            "post-processing" if stat.budget is None else escape(describe_guarantee(stat.budget)),
+        )
+    return table
+
+
+def _bar(value: float, largest: float) -> str:
+    if largest <= 0 or value <= 0:
+        return ""
+    return "\u2588" * max(1, round(_BAR_WIDTH * value / largest))
+
+
+def _histogram_table(name: str, histogram: HistogramSummary) -> Table:
+    table = Table(title=f"{escape(name)}: histogram", title_justify="left")
+    table.add_column("bin")
+    table.add_column("count", justify="right")
+    table.add_column(interval_header(histogram.confidence), justify="right")
+    table.add_column("")
+    largest = max(histogram.counts)
+    shown = min(len(histogram.counts), _MAX_HISTOGRAM_ROWS)
+    for i in range(shown):
+        low, high = histogram.edges[i], histogram.edges[i + 1]
+        interval = ""
+        if histogram.ci_low:
+            interval = format_interval(histogram.ci_low[i], histogram.ci_high[i])
+        table.add_row(
+            escape(f"[{format_value(low, histogram.unit)}, {format_value(high, histogram.unit)})"),
+            format_value(histogram.counts[i]),
+            escape(interval),
+            _bar(histogram.counts[i], largest),
+        )
+    if shown < len(histogram.counts):
+        table.add_row(f"... {len(histogram.counts) - shown} more bins", "", "", "")
+    return table
+
+
+def _categories_table(column: ColumnSummary) -> Table:
+    table = Table(title=f"{escape(column.name)}: top categories", title_justify="left")
+    table.add_column("category")
+    shared = common_confidence(c.confidence for c in column.top_categories)
+    table.add_column("count", justify="right")
+    table.add_column(interval_header(shared), justify="right")
+    table.add_column("")
+    largest = max(c.estimate for c in column.top_categories)
+    for cat in column.top_categories:
+        table.add_row(
+            escape(cat.category),
+            format_value(cat.estimate),
+            escape(interval_cell(cat.ci_low, cat.ci_high, cat.confidence, shared)),
+            _bar(cat.estimate, largest),
+        )
+    return table
+
+
+def render_terminal(summary: DatasetSummary, console: Console | None = None) -> None:
+    """Print ``summary`` to ``console`` (a new :class:`rich.console.Console` if ``None``).
+
+    Prints a header (dataset, privacy unit, total budget and the guarantee it implies,
+    a note that every number is a DP estimate, and a warning when the noise came
+    from a seeded, insecure generator), the budget split, and per column its
+    statistics with intervals, its histogram (as bars) and its top categories.
+    All text from the summary is escaped, so ``[...]`` in names is shown literally.
+
+    Privacy: printing released values is post-processing; it spends nothing.
+    """
+    out = console if console is not None else Console()
+    out.print(_header(summary))
+    if summary.budget_split:
+        out.print(_budget_table(summary))
+    for column in summary.columns:
+        if column.statistics:
+            out.print(_statistics_table(column))
+        for note in column.notes:
+            out.print(Text(f"  {column.name}: {note}", style="dim"))
+        if column.histogram is not None:
+            out.print(_histogram_table(column.name, column.histogram))
+        if column.top_categories:
+            out.print(_categories_table(column))
+    if not summary.secure:
+        out.print(Text(INSECURE_NOTE, style="bold yellow"))

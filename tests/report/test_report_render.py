@@ -1,0 +1,183 @@
+"""dpkit.report renderers: terminal (Rich) and self-contained HTML."""
+
+from __future__ import annotations
+
+import base64
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import replace
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from dpkit.report import (
+    CategoryCount,
+    ColumnSummary,
+    DatasetSummary,
+    html_report,
+    open_in_browser,
+    render_html,
+    render_terminal,
+)
+from dpkit.report import html as html_module
+
+HOSTILE = '<script>alert("x")</script> & $a$ [bold]'
+
+
+class _Collector(HTMLParser):
+    """Tags, attributes and text of a page, to check structure without a browser."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def _parse(page: str) -> _Collector:
+    parser = _Collector()
+    parser.feed(page)
+    return parser
+
+
+def _hostile(summary: DatasetSummary) -> DatasetSummary:
+    column = ColumnSummary(
+        name=HOSTILE,
+        kind="categorical",
+        top_categories=[
+            CategoryCount(
+                category=HOSTILE, estimate=12.0, ci_low=2.0, ci_high=22.0, confidence=0.95
+            ),
+            CategoryCount(
+                category="$5 plan", estimate=9.0, ci_low=-1.0, ci_high=19.0, confidence=0.95
+            ),
+        ],
+        notes=[HOSTILE],
+    )
+    return replace(
+        summary, source=HOSTILE, title=HOSTILE, notes=(HOSTILE,), columns=(*summary.columns, column)
+    )
+
+
+def test_html_has_every_part(sample_summary: DatasetSummary, tmp_path: Path) -> None:
+    path = render_html(sample_summary, tmp_path / "report.html")
+    page = path.read_text(encoding="utf-8")
+    parsed = _parse(page)
+    ids = {attrs.get("id") for _, attrs in parsed.tags}
+    assert {"report-header", "dp-note", "budget-table"} <= ids
+    assert "insecure-warning" not in ids and "plots-missing" not in ids
+    sections = [a for t, a in parsed.tags if t == "section" and a.get("class") == "column"]
+    assert [s["data-column"] for s in sections] == [c.name for c in sample_summary.columns]
+    plots = [a for t, a in parsed.tags if t == "img" and a.get("class") == "plot"]
+    kinds = sorted(str(a["data-plot"]) for a in plots)
+    # duration: estimates + histogram; amount: estimates; country: categories;
+    # started_at: estimates + histogram.
+    assert kinds == ["categories", "estimates", "estimates", "estimates", "histogram", "histogram"]
+    for attrs in plots:
+        src = str(attrs["src"])
+        assert src.startswith("data:image/svg+xml;base64,")
+        svg = base64.b64decode(src.split(",", 1)[1])
+        assert svg.lstrip().startswith(b"<?xml") and b"<svg" in svg
+    text = " ".join(parsed.text)
+    assert "differentially private estimate" in text
+    assert "ε = 1 (pure DP)" in text and "user_id" in text
+    # Nothing is fetched from elsewhere: the file is self-contained.
+    assert not re.search(r'(src|href)="(https?:)?//', page)
+    assert "<link" not in page and "<script" not in page
+
+
+def test_html_warns_when_insecure(summary_factory: Callable[..., DatasetSummary]) -> None:
+    parsed = _parse(html_report(summary_factory(secure=False)))
+    warnings = [a for t, a in parsed.tags if a.get("id") == "insecure-warning"]
+    assert len(warnings) == 1 and warnings[0].get("role") == "alert"
+    assert "NOT private" in " ".join(parsed.text)
+
+
+def test_html_zcdp_budget_states_implied_epsilon(
+    summary_factory: Callable[..., DatasetSummary],
+) -> None:
+    page = html_report(summary_factory(budget="zcdp"), with_plots=False)
+    assert "ρ = 0.125 (zCDP), which implies (ε, δ) = (" in page
+    assert "1e-06)" in page
+
+
+def test_html_escapes_everything(sample_summary: DatasetSummary) -> None:
+    page = html_report(_hostile(sample_summary))
+    assert "<script" not in page
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in page
+    parsed = _parse(page)
+    assert HOSTILE in " ".join(parsed.text)  # shown literally, as text
+    sections = [a for t, a in parsed.tags if t == "section"]
+    assert sections[-1]["data-column"] == HOSTILE
+
+
+def test_html_is_deterministic(sample_summary: DatasetSummary) -> None:
+    assert html_report(sample_summary) == html_report(sample_summary)
+
+
+def test_html_without_matplotlib(
+    sample_summary: DatasetSummary, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A None entry in sys.modules makes `import matplotlib` fail, as if not installed.
+    for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    page = html_report(sample_summary)
+    parsed = _parse(page)
+    assert any(a.get("id") == "plots-missing" for _, a in parsed.tags)
+    assert "pip install &#x27;dpkit[plot]&#x27;" in page
+    assert not [a for t, a in parsed.tags if t == "img"]
+    # Every table is still there.
+    assert sum(1 for t, a in parsed.tags if t == "table" and a.get("class") == "statistics") == 3
+
+
+def test_html_without_plots_on_request(sample_summary: DatasetSummary) -> None:
+    parsed = _parse(html_report(sample_summary, with_plots=False))
+    assert not [a for t, a in parsed.tags if t == "img"]
+    assert not any(a.get("id") == "plots-missing" for _, a in parsed.tags)
+
+
+def test_terminal_shows_every_part(summary_factory: Callable[..., DatasetSummary]) -> None:
+    console = Console(record=True, width=140, color_system=None)
+    render_terminal(summary_factory(secure=False), console)
+    out = console.export_text()
+    for expected in (
+        "Private summary of web sessions",
+        "web_sessions.csv.gz",
+        "user_id",
+        "ε = 1 (pure DP)",
+        "differentially private estimates",
+        "Budget split",
+        "duration_minutes (numeric)",
+        "95% interval",
+        "[50,341, 50,483]",
+        "country: top categories",
+        "2024-08-03 14:00",
+        "NOT private",
+    ):
+        assert expected in out, expected
+
+
+def test_terminal_prints_markup_literally(sample_summary: DatasetSummary) -> None:
+    console = Console(record=True, width=200, color_system=None)
+    render_terminal(_hostile(sample_summary), console)
+    assert HOSTILE in console.export_text()
+
+
+def test_open_in_browser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    opened: list[str] = []
+    monkeypatch.setattr(html_module.webbrowser, "open", lambda url: opened.append(url) or True)
+    path = tmp_path / "r.html"
+    path.write_text("<html></html>")
+    assert open_in_browser(path) is True
+    assert opened == [path.resolve().as_uri()]
+    with pytest.raises(Exception, match="No report"):
+        open_in_browser(tmp_path / "missing.html")
