@@ -19,9 +19,10 @@ Module map
 ``dp.errors``       the exception hierarchy (also re-exported here)
 """
 
+from typing import TYPE_CHECKING
+
 from dpkit import (
     accounting,
-    analytics,
     audit,
     errors,
     estimators,
@@ -41,7 +42,6 @@ from dpkit.accounting import (
     ZCDPFilter,
     privacy_filter,
 )
-from dpkit.analytics import KeySet, Query, Session
 from dpkit.errors import (
     BudgetExceeded,
     DataError,
@@ -99,6 +99,29 @@ from dpkit.selection import (
     select_by_tree,
     sparse_vector,
 )
+
+if TYPE_CHECKING:
+    from dpkit import analytics
+    from dpkit.analytics import KeySet, Query, Session
+else:
+    # The analytics Session (and its engine, ledger and query compiler) loads on first
+    # use, so ``import dpkit`` and the ``dpkit`` command stay fast (PEP 562). Hidden from
+    # the type checker, which would otherwise accept any misspelt ``dp.<name>``.
+    _LAZY = {"analytics": "", "KeySet": "KeySet", "Query": "Query", "Session": "Session"}
+
+    def __getattr__(name: str) -> object:
+        if name not in _LAZY:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        import importlib
+
+        module = importlib.import_module("dpkit.analytics")
+        value = getattr(module, _LAZY[name]) if _LAZY[name] else module
+        globals()[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted(set(globals()) | set(_LAZY))
+
 
 __version__ = "0.1.0"
 

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats
 
 from dpkit.errors import DPError, InsecureRandomWarning, InvalidParameter
 from dpkit.random import Random, as_random
@@ -81,6 +80,8 @@ def _chi_square(
     expected_outside: float,
     alpha: float,
 ) -> float:
+    from scipy import stats  # deferred: SciPy is slow to import
+
     pooled_observed: list[float] = []
     pooled_expected: list[float] = []
     acc_o = acc_e = 0.0
@@ -118,6 +119,8 @@ def assert_cdf(
 
     Returns the p-value; raises ``AssertionError`` when it is below ``alpha``.
     """
+    from scipy import stats  # deferred: SciPy is slow to import
+
     values = np.asarray(samples, dtype=np.float64).reshape(-1)
     result = stats.kstest(values, cdf)
     p_value = float(result.pvalue)
@@ -131,6 +134,8 @@ def assert_cdf(
 
 def assert_binomial(successes: int, trials: int, p: float, *, alpha: float = ALPHA) -> float:
     """Assert a success count is consistent with Binomial(trials, p) (exact two-sided test)."""
+    from scipy import stats  # deferred: SciPy is slow to import
+
     p_value = float(stats.binomtest(successes, trials, p).pvalue)
     if p_value < alpha:
         raise AssertionError(
@@ -143,6 +148,8 @@ def assert_binomial(successes: int, trials: int, p: float, *, alpha: float = ALP
 def _coverage_lower_bound(trials: int, confidence: float, alpha: float) -> int:
     # Smallest count k with P[Binomial(trials, confidence) < k] <= alpha: seeing fewer
     # than k covered releases is evidence the stated bound is wrong.
+    from scipy import stats  # deferred: SciPy is slow to import
+
     return int(stats.binom.ppf(alpha, trials, confidence))
 
 

@@ -17,7 +17,6 @@ from fractions import Fraction
 
 import numpy as np
 import numpy.typing as npt
-from scipy import special
 
 from dpkit._validation import check_count, check_delta, check_positive
 from dpkit.accounting._math.conversions import (
@@ -80,6 +79,8 @@ def _log_delta_i(i: int, k: int, epsilon: float, log_comb: npt.NDArray[np.float6
 
     ``delta_i = sum_{l < i} C(k, l) e^{(k-l) eps} (1 - e^{-2 (i-l) eps}) / (1 + e^eps)^k``.
     """
+    from scipy import special  # deferred: SciPy is slow to import
+
     if i == 0:
         return -math.inf
     ell = np.arange(i, dtype=np.float64)
@@ -119,6 +120,8 @@ def optimal_composition(
     target_delta:
         The overall delta wanted, in [0, 1).
     """
+    from scipy import special  # deferred: SciPy is slow to import
+
     owner = "optimal_composition"
     epsilon = check_positive(epsilon, "epsilon", owner)
     delta = check_delta(delta, owner)

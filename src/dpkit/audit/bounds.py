@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats
 
 from dpkit import _validation as check
 from dpkit.errors import InvalidParameter
@@ -63,6 +62,8 @@ def clopper_pearson_upper(
     level:
         The error probability of this one-sided bound, in (0, 1).
     """
+    from scipy import stats  # deferred: SciPy is slow to import
+
     owner = "clopper_pearson_upper"
     level = _level(level, owner)
     k, n = _counts(successes, trials, owner)
@@ -79,6 +80,8 @@ def clopper_pearson_lower(
 
     ``P(p >= lower) >= 1 - level`` for every true ``p``; 0 when ``k = 0``.
     """
+    from scipy import stats  # deferred: SciPy is slow to import
+
     owner = "clopper_pearson_lower"
     level = _level(level, owner)
     k, n = _counts(successes, trials, owner)

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats
 
 from dpkit import _validation as check
 from dpkit import noise
@@ -57,6 +56,8 @@ def _check_counts(m: object, r: object, v: object, owner: str) -> tuple[int, int
 
 
 def _p_value(m: int, r: int, v: int, epsilon: float, delta: float) -> float:
+    from scipy import stats  # deferred: SciPy is slow to import
+
     q = 1.0 / (1.0 + math.exp(-epsilon))  # accuracy of epsilon-randomized response
     beta = float(stats.binom.sf(v - 1, r, q))  # P[Binomial(r, q) >= v]
     if v == 0 or delta == 0.0:

@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 
 from dpkit import _validation as check
-from dpkit.data import ADULT_PUBLIC_BOUNDS, load_adult
 from dpkit.mechanisms import DiscreteLaplace, ErrorBound, Laplace
 from dpkit.random import Random
 
@@ -59,6 +58,8 @@ def _mean_row(
     The sum's 97.5% interval and the count's 97.5% interval hold together with
     probability >= 95% (union bound), and the ratio interval follows from them.
     """
+    from dpkit.data import ADULT_PUBLIC_BOUNDS  # deferred: keeps `dpkit --help` fast
+
     low_bound, high_bound = ADULT_PUBLIC_BOUNDS[name]
     # Adding or removing one person moves the clamped sum by at most max(|lo|, |hi|).
     sensitivity = float(max(abs(low_bound), abs(high_bound)))
@@ -77,6 +78,8 @@ def _mean_row(
 
 def run_demo(*, epsilon: float, rng: Random) -> list[DemoRow]:
     """Release the demo statistics with total budget ``epsilon`` (pure DP)."""
+    from dpkit.data import load_adult  # deferred: keeps `dpkit --help` fast
+
     epsilon = check.check_epsilon(epsilon, "dpkit demo")
     data = load_adult()
     share = {name: epsilon * part for name, part in BUDGET_SHARES.items()}

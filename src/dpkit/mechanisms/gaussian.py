@@ -21,7 +21,6 @@ from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
-from scipy.special import ndtri
 
 from dpkit import _validation as check
 from dpkit import noise
@@ -70,6 +69,8 @@ def _sigma_for(
 
 
 def _gaussian_error(sigma: float, confidence: float, extra: float) -> ErrorBound:
+    from scipy.special import ndtri  # deferred: SciPy is slow to import
+
     z = float(ndtri((1 + confidence) / 2))
     return ErrorBound(sigma, up(sigma * z * (1 + 1e-12) + extra), confidence)
 

@@ -36,7 +36,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from scipy import special
 
 from dpkit import _validation as check
 from dpkit import noise
@@ -365,6 +364,8 @@ class TreeSelection(Mechanism):
 
         The rounded answer is positive iff ``q + noise >= g/2`` (``g`` the grid step).
         """
+        from scipy import special  # deferred: SciPy is slow to import
+
         shifted = np.asarray(q, dtype=np.float64) - self.granularity / 2.0
         if self.oracle == "gaussian":
             return np.asarray(special.ndtr(shifted / self.scale), dtype=np.float64)

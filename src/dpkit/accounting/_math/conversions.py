@@ -21,8 +21,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from scipy import optimize
-
 from dpkit.accounting._math.rounding import up, up_terms
 
 __all__ = [
@@ -87,6 +85,8 @@ def zcdp_epsilon(rho: float, delta: float) -> float:
     affects tightness, never validity. The result is never above the simple bound of
     [BS16] (we return the smaller of the two), is clamped at 0, and is rounded up.
     """
+    from scipy import optimize  # deferred: SciPy is slow to import
+
     if rho == 0.0:
         return 0.0
     log_delta = math.log(delta)
@@ -115,6 +115,8 @@ def zcdp_delta(rho: float, epsilon: float) -> float:
     depends on the root. The result is also capped by the simple tail bound
     ``exp(-(eps - rho)^2 / (4 rho))`` for ``eps >= rho`` ([BS16]) and by 1, and rounded up.
     """
+    from scipy import optimize  # deferred: SciPy is slow to import
+
     if rho == 0.0:
         return 0.0
 

@@ -34,7 +34,6 @@ from fractions import Fraction
 
 import numpy as np
 import numpy.typing as npt
-from scipy import optimize, special
 
 from dpkit._validation import check_count, check_delta, check_nonnegative, check_positive
 from dpkit.accounting._math.rounding import fraction_up, inflate, settle_up
@@ -149,6 +148,8 @@ def _log_series_integral_bound(sigma: float, epsilon: float, sens: int, first: i
     ``sum_{y >= first} g(y) <= int_first^inf g + sum of g(y) over integers in (p-1, p+1)``,
     and ``int_first^inf g = sqrt(2 pi) sigma [Q(first/sigma) - e^eps Q((first + D)/sigma)]``.
     """
+    from scipy import special  # deferred: SciPy is slow to import
+
     sigma2 = sigma * sigma
     threshold = epsilon * sigma2 / sens - sens / 2.0  # g > 0 exactly above it
 
@@ -246,6 +247,8 @@ def discrete_gaussian_epsilon(sigma: float, delta: float, sensitivity: int = 1) 
     sensitivity:
         Integer sensitivity of the query, an int >= 1.
     """
+    from scipy import optimize  # deferred: SciPy is slow to import
+
     owner = "discrete_gaussian_epsilon"
     sigma = check_positive(sigma, "sigma", owner)
     delta = check_delta(delta, owner, allow_zero=False)

@@ -21,7 +21,6 @@ from fractions import Fraction
 
 import numpy as np
 import numpy.typing as npt
-from scipy import optimize, special
 
 from dpkit._validation import (
     check_delta,
@@ -73,6 +72,8 @@ def _inverse_mills(x: FloatArray) -> FloatArray:
     For ``x <= 0`` it equals ``sqrt(2/pi) / erfcx(-x/sqrt(2))`` (scaled complementary
     error function, accurate far into the tail); for ``x > 0`` neither factor is small.
     """
+    from scipy import special  # deferred: SciPy is slow to import
+
     out = np.empty_like(x)
     neg = x <= 0.0
     out[neg] = math.sqrt(2.0 / math.pi) / special.erfcx(-x[neg] / math.sqrt(2.0))
@@ -89,6 +90,8 @@ def _log_ndtr_ratio(t: float, h: float) -> float:
     (tiny ``h``). Instead we integrate ``d/dx log Phi(x) = phi(x)/Phi(x)`` over the
     interval with a composite Gauss-Legendre rule (panels of width <= 1).
     """
+    from scipy import special  # deferred: SciPy is slow to import
+
     if h > _MAX_QUADRATURE_WIDTH:
         return float(special.log_ndtr(0.5 * h - t) - special.log_ndtr(-0.5 * h - t))
     panels = max(1, math.ceil(h))
@@ -107,6 +110,8 @@ def _log_delta(s: float, epsilon: float) -> float:
     log-ratio comes from :func:`_log_ndtr_ratio`, so deltas far below 1e-300 and the
     near-cancellation at large sigma both stay accurate.
     """
+    from scipy import special  # deferred: SciPy is slow to import
+
     h = 1.0 / s
     t = epsilon * s
     diff = t * h - _log_ndtr_ratio(t, h)  # eps + log Phi(b) - log Phi(a) < 0
@@ -166,6 +171,8 @@ def gaussian_epsilon(sigma: float, delta: float, sensitivity: float = 1.0) -> fl
     sensitivity:
         L2 sensitivity of the query, > 0.
     """
+    from scipy import optimize  # deferred: SciPy is slow to import
+
     owner = "gaussian_epsilon"
     sigma = check_positive(sigma, "sigma", owner)
     delta = check_delta(delta, owner, allow_zero=False)
@@ -213,6 +220,8 @@ def gaussian_sigma_analytic(epsilon: float, delta: float, sensitivity: float = 1
         sigma, rounded up. Accuracy: each coordinate of the release has standard
         deviation sigma.
     """
+    from scipy import optimize  # deferred: SciPy is slow to import
+
     owner = "gaussian_sigma_analytic"
     epsilon = check_epsilon(epsilon, owner)
     delta = check_delta(delta, owner, allow_zero=False)

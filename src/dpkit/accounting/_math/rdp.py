@@ -25,7 +25,6 @@ from fractions import Fraction
 
 import numpy as np
 import numpy.typing as npt
-from scipy import special
 
 from dpkit.accounting._math.rounding import fraction_up, up
 
@@ -102,6 +101,8 @@ def _log_a_minus_one_int(q: float, sigma: float, order: int) -> float:
     ``A_n - 1 = sum_{k=2}^{n} C(n,k) (1-q)^{n-k} q^k expm1((k^2 - k)/(2 sigma^2))``: a sum of
     positive terms that keeps full relative precision however small q is.
     """
+    from scipy import special  # deferred: SciPy is slow to import
+
     k = np.arange(2, order + 1, dtype=np.float64)
     top = float(special.gammaln(order + 1.0))
     lg_k = special.gammaln(k + 1.0)
@@ -121,6 +122,8 @@ def _log_a_int_many(q: float, sigma: float, orders: Sequence[int]) -> list[float
     The same terms, allowances and sums as :func:`_log_a_minus_one_int` and
     :func:`_log_sum`, with the terms of all orders evaluated in one pass.
     """
+    from scipy import special  # deferred: SciPy is slow to import
+
     results = [0.0] * len(orders)
     big = [(slot, n) for slot, n in enumerate(orders) if n >= 2]
     if not big:
@@ -159,6 +162,8 @@ def _frac_terms(
     q: float, sigma: float, order: float, count: int, z0: float
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Log-magnitudes, signs and error allowances of the first ``count`` terms of both series."""
+    from scipy import special  # deferred: SciPy is slow to import
+
     i = np.arange(count, dtype=np.float64)
     log_q, log_1mq = math.log(q), math.log1p(-q)
     s2 = 2.0 * sigma * sigma
@@ -211,6 +216,8 @@ def _log_tail_geometric(q: float, sigma: float, order: float, count: int, z0: fl
     ``|C(a, i)| (1-q)^a e^{-z0^2/(2 s^2)} / 2``. Then ``|C(a, i)| <= |C(a, count)|`` and the
     sums of :func:`_log_tail_frac`.
     """
+    from scipy import special  # deferred: SciPy is slow to import
+
     m = float(count)
     log_r = 0.5 * (math.log(q) - math.log1p(-q))
     log_c = float(
@@ -236,6 +243,8 @@ def _log_tail_frac(q: float, sigma: float, order: float, count: int, z0: float) 
     ``|C(a, i)| <= |C(a, M)| ((M+1)/(i+1))^(a+1)`` and the sum over ``i >= M`` of
     ``(i+1)^-(a+1)`` is at most ``(M+1)^-(a+1) (1 + (M+1)/a)``.
     """
+    from scipy import special  # deferred: SciPy is slow to import
+
     m = float(count)
     log_k = (
         order * math.log1p(-q)
@@ -326,6 +335,8 @@ def _log_tail_frac_many(
     q: float, sigma: float, orders: FloatArray, counts: FloatArray, z0: float
 ) -> FloatArray:
     """:func:`_log_tail_frac` elementwise (the same formula and operations)."""
+    from scipy import special  # deferred: SciPy is slow to import
+
     m = counts
     log_k = (
         orders * math.log1p(-q)
@@ -389,6 +400,8 @@ def _frac_batch(
     Returns each order's result (None where :func:`_log_a_frac` returns None) and its
     target for the tail bound.
     """
+    from scipy import special  # deferred: SciPy is slow to import
+
     a = orders[:, None]
     i = np.arange(count, dtype=np.float64)[None, :]
     log_q, log_1mq = math.log(q), math.log1p(-q)

@@ -25,7 +25,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import fft as sp_fft
 
 from dpkit.accounting._math.pld.discretize import TooManyBuckets
 from dpkit.accounting._math.pld.pmf import FloatArray, LossPmf, U, mass_lower, truncate
@@ -64,6 +63,8 @@ def _finish(
 
 def convolve(a: LossPmf, b: LossPmf, tail_mass: float) -> LossPmf:
     """The PLD of composing ``a`` and ``b`` (same grid), tails truncated pessimistically."""
+    from scipy import fft as sp_fft  # deferred: SciPy is slow to import
+
     if a.h != b.h:
         raise ValueError("PLDs on different grids")  # internal misuse
     n_out = a.masses.size + b.masses.size - 1
@@ -183,6 +184,8 @@ def self_compose(pmf: LossPmf, count: int, tail_mass: float) -> LossPmf:
     polar form and inverted. Mass that falls outside the window wraps around onto it
     (cyclic convolution): that adds non-negative mass, which is pessimistic.
     """
+    from scipy import fft as sp_fft  # deferred: SciPy is slow to import
+
     if count == 1:
         return pmf
     h = pmf.h

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy import special
 
 from dpkit.accounting._math.pld.discretize import (
     CDF_REL,
@@ -68,9 +67,13 @@ class GaussianNoise:
         return np.exp(-0.5 * (z * z) * (1.0 - 8.0 * U)) * (peak * (1.0 + 16.0 * U))
 
     def cdf(self, x: FloatArray) -> FloatArray:
+        from scipy import special  # deferred: SciPy is slow to import
+
         return np.asarray(special.ndtr(x / self.sigma), dtype=np.float64)
 
     def sf(self, x: FloatArray) -> FloatArray:
+        from scipy import special  # deferred: SciPy is slow to import
+
         return np.asarray(special.ndtr(-x / self.sigma), dtype=np.float64)
 
     def x_le(self, t: FloatArray) -> FloatArray:
