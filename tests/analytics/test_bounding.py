@@ -1,4 +1,8 @@
-"""Contribution bounding in the engine: bounds hold, and the rule is local to a person."""
+"""Contribution bounding in the engine: bounds hold, and the rule is local to a person.
+
+The rule (dpkit.analytics._engine): per (person, group) pair with c rows, count
+min(c, m) and sums trunc(S m / c); each person keeps k groups by keyed hash.
+"""
 
 from __future__ import annotations
 
@@ -23,11 +27,8 @@ def heavy_person(user: int, groups: list[str], rows_per_group: int, seed: int) -
     )
 
 
-def run(
-    df: pd.DataFrame, max_groups: int, max_rows: int, salt: int = 99
-) -> dict[tuple[object, ...], list[int]]:
-    session = dp.Session.from_pandas(df, privacy_unit="user", budget=dp.PureDP(1.0), rng=1)
-    query = (
+def bounded_query(max_groups: int, max_rows: int) -> Query:
+    return (
         Query()
         .group_by("g", keys=KeySet.from_values(g=GROUPS))
         .bound(max_groups=max_groups, max_rows=max_rows)
@@ -35,7 +36,13 @@ def run(
         .sum("x", bounds=(0.0, 1.0))
         .count_distinct()
     )
-    compiled = session._compile(query, 1.0, salt=salt)
+
+
+def run(
+    df: pd.DataFrame, max_groups: int, max_rows: int, salt: int = 99
+) -> dict[tuple[object, ...], list[int]]:
+    session = dp.Session.from_pandas(df, privacy_unit="user", budget=dp.PureDP(1.0), rng=1)
+    compiled = session._compile(bounded_query(max_groups, max_rows), 1.0, salt=salt)
     return session._engine.aggregate(compiled.plan)
 
 
@@ -75,3 +82,58 @@ def test_salt_changes_the_kept_rows() -> None:
         tuple(sorted((k, tuple(v)) for k, v in run(first, 4, 3, salt=s).items())) for s in range(6)
     }
     assert len(kept) > 1  # with one fixed rule, every salt would keep the same rows
+
+
+def test_scaled_pair_is_the_average_m_times() -> None:
+    # One person, one group, 30 rows: count m, sum = trunc(S * m / c) in fixed point.
+    df = heavy_person(7, GROUPS[:1], rows_per_group=30, seed=3)
+    session = dp.Session.from_pandas(df, privacy_unit="user", budget=dp.PureDP(1.0), rng=1)
+    query = (
+        Query()
+        .group_by("g", keys=KeySet.from_values(g=GROUPS))
+        .bound(max_groups=1, max_rows=4)
+        .count()
+        .sum("x", bounds=(0.0, 1.0))
+    )
+    compiled = session._compile(query, 1.0, salt=3)
+    out = session._engine.aggregate(compiled.plan)
+    inv = compiled.specs[1].statistic.inv
+    exact = int(np.round(df["x"].to_numpy() * inv).sum())
+    assert out[("g0",)] == [4, (exact * 4) // 30]
+
+
+def test_sensitivity_holds_for_adversarial_persons() -> None:
+    # Persons with many rows in many groups, values at the bounds (the worst case):
+    # adding one changes every group by at most the per-group sensitivity, and at
+    # most max_groups groups change.
+    rng = np.random.default_rng(5)
+    base = pd.DataFrame(
+        {
+            "user": rng.integers(0, 40, 600),
+            "g": rng.choice(GROUPS, 600),
+            "x": rng.uniform(0, 1, 600),
+        }
+    )
+    k, m = 3, 4
+    before = run(base, k, m)
+    session = dp.Session.from_pandas(base, privacy_unit="user", budget=dp.PureDP(1.0), rng=1)
+    row_bound = session._compile(bounded_query(k, m), 1.0, salt=1).specs[1].statistic.row_bound()
+    # The bound is tight: a heavy person at the upper bound adds exactly m * row_bound
+    # to each kept group (checked below), so a looser rule would fail.
+    tight = False
+    for user, value in [(1000, 1.0), (1001, 0.0), (1002, 0.999)]:
+        heavy = heavy_person(user, GROUPS, rows_per_group=25, seed=user)
+        heavy["x"] = value
+        after = run(pd.concat([base, heavy]), k, m)
+        changed = 0
+        for key in GROUPS:
+            old = before.get((key,), [0, 0, 0])
+            new = after.get((key,), [0, 0, 0])
+            if old != new:
+                changed += 1
+            assert 0 <= new[0] - old[0] <= m  # rows
+            assert 0 <= new[2] - old[2] <= 1  # persons
+            assert abs(new[1] - old[1]) <= m * row_bound  # fixed-point sum
+            tight = tight or abs(new[1] - old[1]) == m * row_bound
+        assert changed <= k
+    assert tight

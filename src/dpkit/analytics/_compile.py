@@ -20,6 +20,7 @@ from dpkit.accounting._math.conversions import pure_to_zcdp_rho
 from dpkit.analytics._accounting import BudgetKind, Noise, calibrate_noise
 from dpkit.analytics._engine import is_numeric, quote
 from dpkit.analytics._expr import validate_expression
+from dpkit.analytics._order import ORDER_KINDS, OrderSpec, order_spec
 from dpkit.analytics._plan import Plan, Statistic
 from dpkit.analytics.query import Aggregation, Query
 from dpkit.errors import DataError, InvalidParameter
@@ -53,6 +54,7 @@ class CompiledQuery:
     charge: tuple[Fraction, ...]  # exact ledger amount
     selection_delta: float | None
     selection_noise: Noise | None
+    orders: tuple[OrderSpec, ...] = ()
 
 
 def _power_of_two_at_most(x: float) -> float:
@@ -182,7 +184,7 @@ def compile_query(
         raise InvalidParameter(f"{owner}: cannot group by the privacy unit {unit!r}.")
     for agg in query.aggregations:
         if agg.column is not None:
-            numeric = agg.kind in ("sum", "mean", "variance")
+            numeric = agg.kind in ("sum", "mean", "variance", *ORDER_KINDS)
             _check_column(agg.column, derived_schema, f"Query.{agg.kind}", numeric)
             if unit is not None and agg.column == unit:
                 raise InvalidParameter(
@@ -193,7 +195,7 @@ def compile_query(
     if unit is None:
         max_groups, max_rows = 1, 1
     else:
-        needs_rows = any(a.kind != "count_distinct" for a in query.aggregations)
+        needs_rows = any(a.kind not in ("count_distinct", "max", "min") for a in query.aggregations)
         if grouped and query.max_groups is None:
             raise InvalidParameter(
                 f"{owner}: with privacy_unit={unit!r} a grouped query needs "
@@ -218,7 +220,25 @@ def compile_query(
     total_weight = sum(weights) + (Fraction(selection.weight) if selection else 0)
     specs: list[StatisticSpec] = []
     noise_kind = kind.noise
+    orders: list[OrderSpec] = []
     for agg, weight in zip(query.aggregations, weights, strict=True):
+        if agg.kind in ORDER_KINDS:
+            assert agg.bounds is not None and agg.column is not None
+            orders.append(
+                order_spec(
+                    agg.name,
+                    agg.kind,
+                    quote(agg.column),
+                    agg.bounds,
+                    agg.qs,
+                    agg.grid_size,
+                    noise=noise_kind,
+                    share=amount * weight / total_weight,
+                    max_groups=max_groups,
+                    max_rows=max_rows,
+                )
+            )
+            continue
         parts = _statistics_of(agg, unit is not None)
         share = amount * weight / total_weight / len(parts)
         for role, stat in parts:
@@ -263,4 +283,6 @@ def compile_query(
         partition=partition,
     )
     charge = (amount,) if kind.name != "approx" else (amount, charge_delta)
-    return CompiledQuery(plan, tuple(specs), charge, selection_delta, selection_noise)
+    return CompiledQuery(
+        plan, tuple(specs), charge, selection_delta, selection_noise, tuple(orders)
+    )

@@ -6,15 +6,25 @@ dialect; other engines can translate it with SQLGlot (``sqlglot.transpile``) ins
 having a generator of their own.
 
 Contribution bounding (privacy unit ``u``, group ``g``, at most ``k`` groups per unit
-and ``m`` rows per unit and group) happens in the engine, and each unit's kept rows
-depend only on that unit's rows and a secret per-query salt ``s``:
+and ``m`` rows per unit and group) happens in the engine, and each unit's contribution
+depends only on that unit's rows and a secret per-query salt ``s``:
 
-1. ``pairs``: one row per (u, g) with its row count ``c`` and exact integer sums.
-2. Pairs with ``c > m`` are recomputed from the ``m`` rows of smallest
-   ``hash(u, g, row values, s)`` (identical rows are interchangeable); other pairs keep
-   all their rows (``c <= m``), so the expensive ranking runs on the few large pairs only.
-3. Each unit keeps its ``k`` groups of smallest ``(hash(u, g, s), g)``.
+1. ``pairs``: one row per (u, g) with its row count ``c`` and exact integer sums ``S``
+   (of the clamped fixed-point values, of their squares, of non-missing values).
+2. A pair with ``c <= m`` contributes all its rows. A pair with ``c > m`` is scaled to
+   ``m`` rows' worth: count ``m``, each sum ``trunc(S * m / c)`` computed exactly in
+   integers -- a person with more than ``m`` rows in a group contributes the average of
+   their rows, ``m`` times. Each scaled sum stays in ``m`` times the one-row range, so
+   the sensitivities are those of ``m`` kept rows (proof at the SQL). This is the
+   expectation of keeping ``m`` rows drawn at random, with less variance, and it needs
+   no row-level ranking. Means stay consistent: the sum and the count of values of a
+   pair are scaled by the same factor ``m / c``.
+3. Each unit keeps its ``k`` groups of smallest ``(hash(s, u, g), g)``.
 4. Final ``GROUP BY g``.
+
+Statistics that need real rows (grid histograms for quantiles) keep, for a pair with
+more than ``m`` rows, the ``m`` rows of smallest ``hash(u, g, row values, s)``; their
+groups are chosen by the same step 3.
 
 Rows whose privacy unit or a group key is NULL are dropped (they cannot be attributed
 to a person, and dropping rows one by one is stable). Nothing but per-group aggregates
@@ -27,6 +37,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from dpkit.analytics._order import OrderSpec, snap_sql
 from dpkit.analytics._plan import Plan, Statistic
 from dpkit.errors import DataError, EngineError
 
@@ -66,6 +77,10 @@ class Engine(Protocol):
 
     def aggregate(self, plan: Plan) -> EngineResult:
         """The plan's exact integer statistics per group key (raises EngineError)."""
+        ...
+
+    def histograms(self, plan: Plan, spec: OrderSpec) -> dict[tuple[Any, ...], dict[int, int]]:
+        """Per group key, the sparse grid histogram of an order statistic."""
         ...
 
 
@@ -147,6 +162,21 @@ class DuckDBEngine:
     # ------------------------------------------------------------------ compile
     def compile(self, plan: Plan) -> tuple[str, list[Any]]:
         """The SQL statement and its parameters for ``plan``."""
+        values = [
+            f"{_value_sql(stat)} AS __v{i}"
+            for i, stat in enumerate(plan.statistics)
+            if stat.op in ("values", "fixed_sum", "distinct")
+        ]
+        ctes, params, rows_from, groups = self._rows(plan, values)
+        if plan.unit is None:
+            final = self._row_level(plan, groups, rows_from)
+        else:
+            final = self._bounded(plan, groups, rows_from, ctes)
+        return "WITH " + ", ".join(ctes) + " " + final, params
+
+    def _rows(self, plan: Plan, values: list[str]) -> tuple[list[str], list[Any], str, list[str]]:
+        """CTEs of the plan's rows (filters, derived columns, keys), their parameters,
+        the name of the last CTE and the group columns' aliases."""
         params: list[Any] = []
         groups = [f"__g{i}" for i in range(len(plan.group_columns))]
         select = []
@@ -154,9 +184,7 @@ class DuckDBEngine:
             select.append(f"{quote(plan.unit)} AS __u")
         for name, column in zip(groups, plan.group_columns, strict=True):
             select.append(f"{self._group_sql(plan, column)} AS {name}")
-        for i, stat in enumerate(plan.statistics):
-            if stat.op in ("values", "fixed_sum", "distinct"):
-                select.append(f"{_value_sql(stat)} AS __v{i}")
+        select.extend(values)
         where = [f"({f})" for f in plan.filters]
         if plan.unit is not None:
             where.append(f"{quote(plan.unit)} IS NOT NULL")
@@ -180,7 +208,14 @@ class DuckDBEngine:
         if where:
             base += " WHERE " + " AND ".join(where)
         ctes = [f"__base AS ({base})"]
-        if plan.keys is not None:
+        if plan.keys is not None and len(groups) == 1:
+            # One key column: an IN list (measured faster in DuckDB than a SEMI JOIN
+            # with a VALUES table on 10^7 rows; benchmarks/results/session.md).
+            params.extend(key[0] for key in plan.keys.keys)
+            marks = ", ".join("?" for _ in plan.keys.keys)
+            ctes.append(f"__kept AS (SELECT * FROM __base WHERE {groups[0]} IN ({marks}))")
+            rows_from = "__kept"
+        elif plan.keys is not None:
             placeholders = ", ".join(
                 "(" + ", ".join("?" for _ in key) + ")" for key in plan.keys.keys
             )
@@ -193,11 +228,60 @@ class DuckDBEngine:
             rows_from = "__kept"
         else:
             rows_from = "__base"
-        if plan.unit is None:
-            final = self._row_level(plan, groups, rows_from)
+        return ctes, params, rows_from, groups
+
+    def histogram_sql(self, plan: Plan, spec: OrderSpec) -> tuple[str, list[Any]]:
+        """SQL of the per-group grid histogram of ``spec`` (see dpkit.analytics._order)."""
+        raw = f"CAST(({spec.expression}) AS DOUBLE)"
+        if spec.kind == "min":
+            raw = f"(-{raw})"
+        value = f"CASE WHEN isnan({raw}) THEN NULL ELSE {raw} END AS __xr"
+        ctes, params, rows_from, groups = self._rows(plan, [value])
+        gl = "".join(f", {g}" for g in groups)
+        if plan.unit is not None:
+            pair_keys = "__u" + gl
+            if groups:
+                join = " AND ".join(f"r.{c} = p.{c}" for c in ["__u", *groups])
+                ctes.append(
+                    f"__gsel AS (SELECT {pair_keys} FROM (SELECT {pair_keys} FROM {rows_from} "
+                    f"GROUP BY {pair_keys}) QUALIFY row_number() OVER (PARTITION BY __u "
+                    f"ORDER BY hash({plan.salt}, {pair_keys}){gl}) <= {plan.max_groups})"
+                )
+                ctes.append(
+                    f"__grows AS (SELECT r.* FROM {rows_from} r SEMI JOIN __gsel p ON {join})"
+                )
+                rows_from = "__grows"
+            if spec.kind == "quantile":
+                ctes.append(
+                    f"__vals AS (SELECT __xr{gl} FROM {rows_from} WHERE __xr IS NOT NULL "
+                    f"QUALIFY row_number() OVER (PARTITION BY {pair_keys} ORDER BY "
+                    f"hash({plan.salt}, {pair_keys}, __xr)) <= {plan.max_rows})"
+                )
+            else:
+                ctes.append(
+                    f"__vals AS (SELECT max(__xr) AS __xr{gl} FROM {rows_from} "
+                    f"WHERE __xr IS NOT NULL GROUP BY {pair_keys})"
+                )
         else:
-            final = self._bounded(plan, groups, rows_from, ctes)
+            ctes.append(f"__vals AS (SELECT __xr{gl} FROM {rows_from} WHERE __xr IS NOT NULL)")
+        x, guess = snap_sql(spec, "__xr")
+        ctes.append(f"__snap AS (SELECT {x} AS __x{gl} FROM __vals)")
+        ctes.append(f"__guess AS (SELECT __x, {guess} AS __gi{gl} FROM __snap)")
+        ctes.append("__cuts AS (SELECT CAST(? AS DOUBLE[]) AS __e)")
+        params.append(spec.cuts())
+        index = "__gi + CAST(__x >= __e[__gi + 2] AS BIGINT) - CAST(__x < __e[__gi + 1] AS BIGINT)"
+        keys = "".join(f"{g}, " for g in groups)
+        final = f"SELECT {keys}{index} AS __i, count(*) FROM __guess, __cuts GROUP BY {keys}__i"
         return "WITH " + ", ".join(ctes) + " " + final, params
+
+    def histograms(self, plan: Plan, spec: OrderSpec) -> dict[tuple[Any, ...], dict[int, int]]:
+        """Per group key: grid index -> count (sparse), for ``spec`` (raises EngineError)."""
+        sql, params = self.histogram_sql(plan, spec)
+        width = len(plan.group_columns)
+        out: dict[tuple[Any, ...], dict[int, int]] = {}
+        for row in self._execute(sql, params):
+            out.setdefault(tuple(row[:width]), {})[int(row[width])] = int(row[width + 1])
+        return out
 
     def _group_sql(self, plan: Plan, column: str) -> str:
         for name, source, edges in plan.bins:
@@ -235,50 +319,38 @@ class DuckDBEngine:
     def _bounded(self, plan: Plan, groups: list[str], rows_from: str, ctes: list[str]) -> str:
         m, k, salt = plan.max_rows, plan.max_groups, plan.salt
         pair_keys = ", ".join(["__u", *groups])
-        values = [
-            f"__v{i}" for i, s in enumerate(plan.statistics) if s.op in ("values", "fixed_sum")
-        ]
+        sums = [i for i, s in enumerate(plan.statistics) if s.op in ("values", "fixed_sum")]
         pair_aggs = ["count(*) AS __c"]
-        for i, stat in enumerate(plan.statistics):
-            if stat.op == "values":
-                pair_aggs.append(f"count(__v{i}) AS __s{i}")
-            elif stat.op == "fixed_sum":
-                pair_aggs.append(f"sum(__v{i}) AS __s{i}")
-        pair_cols = ", ".join(
-            ["__c"] + [f"__s{i}" for i in range(len(plan.statistics)) if f"__v{i}" in values]
-        )
+        for i in sums:
+            op = "count" if plan.statistics[i].op == "values" else "sum"
+            pair_aggs.append(f"{op}(__v{i}) AS __s{i}")
         ctes.append(
             f"__pairs AS (SELECT {pair_keys}, {', '.join(pair_aggs)} FROM {rows_from} "
             f"GROUP BY {pair_keys})"
         )
-        if values:
-            # Only pairs with more than m rows need their rows ranked.
-            join = " AND ".join(f"r.{c} = p.{c}" for c in ["__u", *groups])
-            row_hash = f"hash({pair_keys}, {', '.join(values)}, {salt})"
-            ctes.append(
-                f"__over AS (SELECT * FROM (SELECT r.*, row_number() OVER (PARTITION BY "
-                f"{pair_keys} ORDER BY {row_hash}) AS __rn FROM {rows_from} r SEMI JOIN "
-                f"(SELECT {pair_keys} FROM __pairs WHERE __c > {m}) p ON {join}) "
-                f"WHERE __rn <= {m})"
+        # Step 2 of the module docstring. A pair with c > m rows is scaled to m rows'
+        # worth: S -> trunc(S * m / c). Why the per-row bound still holds: every row's
+        # integer summand lies in [a, b] (integers, Statistic.unit_range), so
+        # S in [c a, c b] and S m / c in [m a, m b]; truncation towards zero (DuckDB's
+        # integer ``//``) maps a real number in an interval with integer ends into the
+        # same interval. So the pair's contribution is in [m a, m b], the same range as
+        # m kept rows: the per-group sensitivity m * max(|a|, |b|) is unchanged. For
+        # counts of values (a = 0, b = 1) it gives trunc(v m / c) <= m.
+        scaled = [f"least(__c, {m}) AS __c"]
+        for i in sums:
+            scaled.append(
+                f"CASE WHEN __c <= {m} THEN __s{i} "
+                f"ELSE (CAST(__s{i} AS HUGEINT) * {m}) // __c END AS __s{i}"
             )
-            fixed_aggs = [f"{m} AS __c"]
-            for i, stat in enumerate(plan.statistics):
-                if stat.op == "values":
-                    fixed_aggs.append(f"count(__v{i}) AS __s{i}")
-                elif stat.op == "fixed_sum":
-                    fixed_aggs.append(f"sum(__v{i}) AS __s{i}")
-            ctes.append(
-                f"__bounded AS (SELECT {pair_keys}, {pair_cols} FROM __pairs WHERE __c <= {m} "
-                f"UNION ALL SELECT {pair_keys}, {', '.join(fixed_aggs)} FROM __over "
-                f"GROUP BY {pair_keys})"
-            )
-        else:
-            ctes.append(f"__bounded AS (SELECT {pair_keys}, least(__c, {m}) AS __c FROM __pairs)")
+        ctes.append(f"__bounded AS (SELECT {pair_keys}, {', '.join(scaled)} FROM __pairs)")
         if groups:
-            order = f"hash({pair_keys}, {salt}), {', '.join(groups)}"
+            # Step 3: each unit's k groups of smallest keyed hash (ties broken by key).
+            # The salt goes first: DuckDB's hash(a, b, ...) mixes later arguments weakly
+            # (with the salt last, the same groups won for most salts).
+            order = f"hash({salt}, {pair_keys}), {', '.join(groups)}"
             ctes.append(
-                f"__ranked AS (SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY __u "
-                f"ORDER BY {order}) AS __gr FROM __bounded) WHERE __gr <= {k})"
+                f"__ranked AS (SELECT * FROM __bounded QUALIFY row_number() OVER "
+                f"(PARTITION BY __u ORDER BY {order}) <= {k})"
             )
             rows_from = "__ranked"
         else:

@@ -16,6 +16,7 @@ from dpkit.accounting.guarantees import ZCDP, PureDP
 from dpkit.analytics._accounting import BudgetKind, Noise, selection_threshold
 from dpkit.analytics._compile import CompiledQuery, StatisticSpec
 from dpkit.analytics._engine import EngineResult
+from dpkit.analytics._order import order_columns, release_order
 from dpkit.analytics.query import Query
 from dpkit.mechanisms._base import ErrorBound, Release
 from dpkit.random import Random
@@ -185,6 +186,7 @@ def release(
     threshold: int | None,
     confidence: float,
     random: Random,
+    histograms: list[dict[Key, dict[int, int]]] | None = None,
 ) -> QueryResult:
     specs = compiled.specs
     width = len(query.group_columns)
@@ -194,6 +196,10 @@ def release(
         keys = [()]
     else:
         keys = sorted(exact, key=repr)
+    if not specs and query.keys is None and width:
+        # Only order statistics: the engine's keys are those with values (private
+        # key selection always adds a statistic, so this is public keys or none).
+        keys = sorted({k for h in histograms or [] for k in h}, key=repr)
     zeros = [0] * len(specs)
     table = np.array([exact.get(k, zeros) for k in keys], dtype=object).reshape(
         len(keys), len(specs)
@@ -239,7 +245,21 @@ def release(
     for j, name in enumerate(query.group_columns):
         columns[name] = np.array([k[j] for k in keys])
     z = _normal_quantile(confidence)
+    orders = {o.aggregation: (o, h) for o, h in zip(compiled.orders, histograms or [], strict=True)}
     for agg in query.aggregations:
+        if agg.name in orders:
+            spec, histogram = orders[agg.name]
+            per_key = [release_order(spec, histogram.get(k, {}), random, confidence) for k in keys]
+            names = order_columns(agg.name, spec)
+            nan = np.full(len(keys), np.nan)
+            for level, column_name in enumerate(names):
+                values = [r[level] for r in per_key]
+                releases.extend(values)
+                columns[column_name] = np.array([r.value for r in values], dtype=np.float64)
+                columns[f"{column_name}_se"] = nan.copy()
+                columns[f"{column_name}_low"] = nan.copy()
+                columns[f"{column_name}_high"] = nan.copy()
+            continue
         idx = [i for i in order if specs[i].aggregation == agg.name]
         est, se, low, high = _estimate(
             agg.kind, [specs[i] for i in idx], [noisy[i] for i in idx], confidence, z, agg.bounds

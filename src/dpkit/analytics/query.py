@@ -136,7 +136,9 @@ class KeySelection:
         object.__setattr__(self, "weight", check.check_positive(self.weight, "weight", owner))
 
 
-AggregationKind = Literal["count", "count_distinct", "sum", "mean", "variance"]
+AggregationKind = Literal[
+    "count", "count_distinct", "sum", "mean", "variance", "quantile", "max", "min"
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +150,8 @@ class Aggregation:
     column: str | None = None
     bounds: tuple[float, float] | None = None
     weight: float = 1.0
+    qs: tuple[float, ...] = ()  # quantile levels
+    grid_size: int | None = None  # points of the output grid (quantile, max, min)
 
 
 def _check_bounds(bounds: object, owner: str) -> tuple[float, float]:
@@ -346,3 +350,95 @@ class Query:
     ) -> Query:
         """Variance of ``column`` clamped to ``bounds`` from noisy count, sum, sum of squares."""
         return self._bounded("variance", column, bounds, name, weight)
+
+    # --------------------------------------------------------------- order statistics
+    def _order(
+        self,
+        kind: AggregationKind,
+        column: str,
+        bounds: object,
+        qs: tuple[float, ...],
+        grid_size: int | None,
+        name: str | None,
+        weight: float,
+    ) -> Query:
+        owner = f"Query.{kind}"
+        col = _check_name(column, owner, "column")
+        label = _check_name(name or f"{kind}_{col}", owner)
+        w = check.check_positive(weight, "weight", owner)
+        size = None if grid_size is None else check.check_count(grid_size, "grid_size", owner)
+        if size is not None and not 2 <= size <= 1 << 22:
+            raise InvalidParameter.for_parameter(
+                "grid_size", owner, "an int in [2, 4194304]", grid_size
+            )
+        agg = Aggregation(kind, label, col, _check_bounds(bounds, owner), w, qs, size)
+        return self._add(agg)
+
+    def quantile(
+        self,
+        column: str,
+        qs: float | Sequence[float],
+        *,
+        bounds: tuple[float, float],
+        grid_size: int | None = None,
+        name: str | None = None,
+        weight: float = 1.0,
+    ) -> Query:
+        """Quantile(s) of ``column`` at levels ``qs`` in [0, 1], values clamped to ``bounds``.
+
+        Inverse sensitivity mechanism on a linear grid of ``grid_size`` points over
+        ``bounds`` (default 1001); with a privacy unit each person contributes at most
+        ``max_rows`` of their rows per group. The result column is ``name`` for one level,
+        ``name_<q>`` (e.g. ``quantile_x_0.25``) for several; its accuracy is a rank bound
+        (see the release), so the ``_se``/``_low``/``_high`` columns are NaN.
+        """
+        owner = "Query.quantile"
+        levels = (qs,) if isinstance(qs, int | float) else tuple(qs)
+        if not levels:
+            raise InvalidParameter.for_parameter("qs", owner, "at least one level", qs)
+        checked = tuple(check.check_probability(q, "qs", owner) for q in levels)
+        return self._order("quantile", column, bounds, checked, grid_size, name, weight)
+
+    def median(
+        self,
+        column: str,
+        *,
+        bounds: tuple[float, float],
+        grid_size: int | None = None,
+        name: str | None = None,
+        weight: float = 1.0,
+    ) -> Query:
+        """Median of ``column`` (the lower median): :meth:`quantile` at 0.5."""
+        label = name or f"median_{_check_name(column, 'Query.median', 'column')}"
+        return self.quantile(
+            column, 0.5, bounds=bounds, grid_size=grid_size, name=label, weight=weight
+        )
+
+    def max(
+        self,
+        column: str,
+        *,
+        bounds: tuple[float, float],
+        grid_size: int | None = None,
+        name: str | None = None,
+        weight: float = 1.0,
+    ) -> Query:
+        """Maximum of ``column`` clamped to ``bounds``, an under-estimate (shifted inverse).
+
+        Each person contributes their own maximum per group (any number of rows); the
+        accuracy is a down-sensitivity bound (see the release), so ``_se``/``_low``/
+        ``_high`` are NaN. Grid: ``grid_size`` points over ``bounds`` (default 1025).
+        """
+        return self._order("max", column, bounds, (), grid_size, name, weight)
+
+    def min(
+        self,
+        column: str,
+        *,
+        bounds: tuple[float, float],
+        grid_size: int | None = None,
+        name: str | None = None,
+        weight: float = 1.0,
+    ) -> Query:
+        """Minimum of ``column`` clamped to ``bounds``, an over-estimate (as :meth:`max`)."""
+        return self._order("min", column, bounds, (), grid_size, name, weight)

@@ -84,6 +84,7 @@ class Session:
                     f"Available columns: {sorted(self._schema)}."
                 )
         self._unit = privacy_unit
+        self._source = source
         self._ledger = ledger if isinstance(ledger, Ledger) else Ledger(ledger)
         self._scope = _scope
         self._fingerprint = _fingerprint(f"{source}|unit={privacy_unit}", self._schema)
@@ -256,6 +257,16 @@ class Session:
         return self._ledger.history(self._scope)
 
     @property
+    def privacy_unit(self) -> str | None:
+        """The privacy unit column (None: one row per person)."""
+        return self._unit
+
+    @property
+    def source(self) -> str:
+        """A public description of the data source (e.g. ``file:/path/x.parquet``)."""
+        return self._source
+
+    @property
     def columns(self) -> dict[str, str]:
         """The table's public schema: column name -> type."""
         return dict(self._schema)
@@ -342,7 +353,10 @@ class Session:
             threshold, _ = selection_threshold(compiled.selection_noise, compiled.selection_delta)
         # Cheap early refusal, then the engine, then the real (atomic) charge.
         self._check_fits(compiled.charge)
-        exact: EngineResult = self._engine.aggregate(compiled.plan)
+        exact: EngineResult = (
+            self._engine.aggregate(compiled.plan) if compiled.plan.statistics else {}
+        )
+        histograms = [self._engine.histograms(compiled.plan, o) for o in compiled.orders]
         description = json.dumps({"query": repr(query)[:2000], "budget": repr(budget)})
         self._ledger.spend(
             self._scope,
@@ -353,7 +367,7 @@ class Session:
         )
         if self._after_commit is not None:
             self._after_commit()
-        return release(compiled, query, exact, threshold, confidence, random)
+        return release(compiled, query, exact, threshold, confidence, random, histograms)
 
     def _check_fits(self, charge: tuple[Fraction, ...]) -> None:
         spent = self._ledger.spent(self._scope)
@@ -431,6 +445,7 @@ class Session:
             child._kind = kind
             child._schema = self._schema
             child._unit = self._unit
+            child._source = self._source
             child._ledger = self._ledger
             child._scope = scope
             child._fingerprint = self._fingerprint
