@@ -137,7 +137,9 @@ def test_rational_level(q, expected):
 
 def test_quantile_value_and_error():
     data = np.arange(101.0)
-    release = dp.quantile(data, 0.25, bounds=(0, 100), epsilon=5.0, grid_size=101, rng=seeded(1))
+    release = dp.quantile(
+        data, 0.25, bounds=(0, 100), epsilon=5.0, grid_size=101, refine=False, rng=seeded(1)
+    )
     assert release.value in np.arange(101.0)
     assert abs(release.value - 25.0) <= release.error.rank_radius
     beta = 0.05
@@ -171,8 +173,10 @@ def test_empty_data_gets_a_private_answer():
     # Every grid point has loss 1 for the empty dataset: the release is uniform.
     counts = np.zeros(7, dtype=np.int64)
     assert quantile_loss(counts, rational_level(0.5), "add_remove").tolist() == [1] * 7
-    release = dp.median([], bounds=(0, 6), epsilon=1.0, grid_size=7, rng=seeded(0))
+    release = dp.median([], bounds=(0, 6), epsilon=1.0, grid_size=7, refine=False, rng=seeded(0))
     assert release.value in range(7)
+    # Refined, it is uniform over the fine grid (tests/estimators/test_quantile_refine.py).
+    assert 0.0 <= dp.median([], bounds=(0, 6), epsilon=1.0, rng=seeded(0)).value <= 6.0
 
 
 def test_grid_choices():
@@ -250,7 +254,7 @@ def test_quantile_from_counts_matches_quantile():
     data = np.random.default_rng(3).uniform(0, 1, 1000)
     grid = dp.Grid.linear(0.0, 1.0, size=501)
     a = quantile_from_counts(grid.histogram(data), grid, 0.9, epsilon=1.0, rng=seeded(9))
-    b = dp.quantile(data, 0.9, grid=grid, epsilon=1.0, rng=seeded(9))
+    b = dp.quantile(data, 0.9, grid=grid, epsilon=1.0, refine=False, rng=seeded(9))
     assert a == b
 
 

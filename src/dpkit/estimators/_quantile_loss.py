@@ -58,6 +58,17 @@ Replacement closed form (n fixed, ``m = m(n)``; the digest's formula):
 ``loss = max(0, A - m + 1, m - A - E)`` -- replace the surplus points below by ``y``,
 or points above by ``y`` (``L = A``, ``LE = A + E`` in the digest).
 
+Lower bound over a cell (used by the refined sampler, :mod:`dpkit.estimators._refine`).
+Write ``L = A`` and ``LE = A + E`` (n fixed). Then ``Phi = d L - p n`` and
+``Psi = p n - d LE``. Dropping ``a0`` only lowers the add/remove loss (``p <= g``, so
+``1 + ceil((Phi + 1 - p) / g) >= ceil((Phi + 1) / g)``, and ``A + 1 >= A``), and the
+``a0 = 0`` loss equals ``max(T1(L), T2(LE))`` with
+``T1 = [L >= 1, Phi >= 0] min(ceil((Phi + 1) / g), L)`` non-decreasing in ``L`` and
+``T2 = [Psi > 0] ceil(Psi / g)`` non-increasing in ``LE`` (at most one is non-zero,
+as (a) and (b) cannot both fail). The replacement loss is already
+``max(0, L - m + 1, m - LE)``. So for every ``y`` with ``L(y) >= L0`` and
+``LE(y) <= LE1`` the loss is at least the same expressions at ``(L0, LE1)``.
+
 Both are checked against a breadth-first search over datasets for every dataset of
 up to 6 records on a small grid (``tests/estimators/test_quantiles.py``).
 
@@ -75,7 +86,14 @@ import numpy.typing as npt
 
 from dpkit.errors import DataError
 
-__all__ = ["MAX_DENOMINATOR", "MAX_RECORDS", "Neighbouring", "quantile_loss", "rational_level"]
+__all__ = [
+    "MAX_DENOMINATOR",
+    "MAX_RECORDS",
+    "Neighbouring",
+    "loss_lower_bound",
+    "quantile_loss",
+    "rational_level",
+]
 
 Neighbouring = Literal["add_remove", "replace"]
 IntArray = npt.NDArray[np.int64]
@@ -123,3 +141,30 @@ def quantile_loss(counts: IntArray, level: tuple[int, int], neighbouring: Neighb
     too_high = a0 + np.maximum(0, _ceil_div(psi - s * a0, g))
     loss: IntArray = np.where((below >= 1) & (phi >= 0), too_low, np.where(psi > 0, too_high, a0))
     return loss
+
+
+def loss_lower_bound(
+    below: IntArray,
+    through: IntArray,
+    n: int,
+    level: tuple[int, int],
+    neighbouring: Neighbouring,
+) -> IntArray:
+    """A lower bound on the loss at every ``y`` with ``L(y) >= below``, ``LE(y) <= through``.
+
+    ``L(y) = #{x < y}``, ``LE(y) = #{x <= y}``, ``n`` records (module docstring,
+    "Lower bound over a cell"). For a grid cell holding ``C`` records with ``A``
+    records in earlier cells, pass ``below = A`` and ``through = A + C``.
+    """
+    p, d = level
+    if neighbouring == "replace":
+        m = max(1, -((-p * n) // d))
+        bound: IntArray = np.maximum(np.maximum(below - m + 1, m - through), 0)
+        return bound
+    g = max(d - p, p)
+    phi = d * below - p * n
+    psi = p * n - d * through
+    low_side = np.where((below >= 1) & (phi >= 0), np.minimum(_ceil_div(phi + 1, g), below), 0)
+    high_side = np.where(psi > 0, _ceil_div(psi, g), 0)
+    result: IntArray = np.maximum(low_side, high_side)
+    return result

@@ -26,11 +26,13 @@ from dpkit import _validation as check
 from dpkit.accounting.events import ExponentialMechanismEvent, RepeatedEvent
 from dpkit.accounting.guarantees import PureDP
 from dpkit.errors import DataError, InvalidParameter
+from dpkit.estimators import _refine
 from dpkit.estimators._quantile_loss import Neighbouring, quantile_loss, rational_level
 from dpkit.estimators.grid import Grid
 from dpkit.estimators.inverse_sensitivity import loss_radius, select_by_loss
 from dpkit.mechanisms._base import RankErrorBound, Release
 from dpkit.random import RandomLike, as_random
+from dpkit.selection.exponential import ExponentialMechanism
 
 __all__ = ["DEFAULT_GRID_SIZE", "median", "quantile", "quantile_from_counts", "quantiles"]
 
@@ -38,6 +40,7 @@ __all__ = ["DEFAULT_GRID_SIZE", "median", "quantile", "quantile_from_counts", "q
 DEFAULT_GRID_SIZE = 100_001
 _NEIGHBOURING: tuple[str, ...] = get_args(Neighbouring)
 _MECHANISM = "InverseSensitivityQuantile"
+_REFINED = "RefinedInverseSensitivityQuantile"
 
 
 # ---------------------------------------------------------------------- validation
@@ -109,6 +112,12 @@ def _check_bounds(bounds: object, owner: str) -> tuple[float, float]:
     return lo, hi
 
 
+def _check_refine(refine: object, owner: str) -> bool:
+    if not isinstance(refine, bool):
+        raise InvalidParameter.for_parameter("refine", owner, "True or False", refine)
+    return refine
+
+
 def _check_counts(counts: object, grid: Grid, owner: str) -> npt.NDArray[np.int64]:
     array = check.check_array(counts, "counts", owner, integer=True, allow_empty=True, ndim=1)
     if array.size != grid.size:
@@ -164,6 +173,13 @@ def quantile_from_counts(
     Release
         ``value``: a grid point (float); ``error``: ``RankErrorBound(k, confidence)``.
 
+    Notes
+    -----
+    This is the *coarse* mechanism: it releases one of the grid's own points, so its
+    resolution is one grid step. :func:`quantile` on raw data refines the answer to a
+    fine grid of 2^20 points per cell (``refine=True``), which needs one more pass
+    over the records and so is not available from the histogram alone.
+
     Privacy
     -------
     ``epsilon``-DP and ``epsilon^2/8``-zCDP for records added/removed (or replaced,
@@ -214,6 +230,41 @@ def _release(
     )
 
 
+def _release_refined(
+    data: npt.NDArray[np.generic],
+    counts: npt.NDArray[np.int64],
+    grid: Grid,
+    q: float,
+    epsilon: float,
+    neighbouring: Neighbouring,
+    confidence: float,
+    random: RandomLike | None,
+) -> Release[float]:
+    """The exponential mechanism over the fine grid, sampled exactly (:mod:`._refine`)."""
+    mechanism = ExponentialMechanism(epsilon=epsilon, sensitivity=1.0)
+    source = as_random(random)
+    index = _refine.refined_index(
+        grid,
+        counts,
+        data,
+        rational_level(q),
+        neighbouring,
+        mechanism.coefficient,
+        source,
+    )
+    radius = loss_radius(
+        _refine.fine_size(grid), coefficient=mechanism.coefficient, confidence=confidence
+    )
+    return Release(
+        value=_refine.fine_value(grid, index),
+        error=RankErrorBound(rank_radius=radius, confidence=confidence),
+        event=mechanism.event,
+        guarantee=mechanism.guarantee,
+        mechanism=_REFINED,
+        secure=source.secure,
+    )
+
+
 def quantile(
     data: npt.ArrayLike,
     q: float,
@@ -224,6 +275,7 @@ def quantile(
     grid_size: int | None = None,
     neighbouring: Neighbouring = "add_remove",
     confidence: float = 0.95,
+    refine: bool = True,
     rng: RandomLike | None = None,
 ) -> Release[float]:
     """Private ``q``-quantile of one-dimensional numeric data.
@@ -255,25 +307,41 @@ def quantile(
         ``"add_remove"`` (default, n private) or ``"replace"`` (n public).
     confidence:
         Confidence of the reported :class:`RankErrorBound`.
+    refine:
+        True (default; linear and log grids): release a point of the *fine grid*
+        that splits every grid cell into 2^20 (about a million) equal cells, so the
+        answer is not limited by the grid step (effectively continuous); sampled
+        exactly by rejection (:mod:`dpkit.estimators._refine`, which holds the
+        proof), in O(n + |grid|) time with one extra pass over the data. False: the
+        coarse mechanism on the grid points (what :func:`quantile_from_counts`
+        does). A symlog grid is always released on its own points.
     rng:
         Random source; None for the secure default.
 
     Returns
     -------
     Release
-        ``value``: a grid point (float); ``error``: ``RankErrorBound``.
+        ``value``: a fine-grid point (refined) or a grid point (float);
+        ``error``: ``RankErrorBound``.
 
     Privacy
     -------
     ``epsilon``-DP and ``epsilon^2/8``-zCDP per record (see
-    :func:`quantile_from_counts`; Asi & Duchi 2020, Thm 2 of the post). Snapping to
-    the grid is a fixed per-record map, so it keeps neighbours neighbours.
+    :func:`quantile_from_counts`; Asi & Duchi 2020, Thm 2 of the post). Refined, it
+    is the same theorem on the fine grid ``F``: the exact loss of the fine-snapped
+    data has sensitivity 1, and the rejection sampler outputs exactly
+    ``P(y) ∝ exp(-c loss(y))`` over ``F``. Snapping (to the grid or to ``F``) is a
+    fixed per-record map, so it keeps neighbours neighbours. The running time
+    depends on the data (see :mod:`dpkit.estimators._refine`).
 
     Accuracy
     --------
     With probability ``>= confidence``, between the snapped order statistics
-    ``x_(m-k)`` and ``x_(m+k)``, ``k = floor((2/epsilon) ln(|grid| / (1 - confidence)))``
-    (Lemma 3 and Thm 4 of the inverse-sensitivity post).
+    ``x_(m-k)`` and ``x_(m+k)``, ``k = floor((2/epsilon) ln(|Y| / (1 - confidence)))``
+    (Lemma 3 and Thm 4 of the inverse-sensitivity post), where ``Y`` is the fine
+    grid (``|F| = (|grid| - 1) 2^20``) when refined, else the grid; refined, the
+    order statistics are those of the data snapped to ``F`` (within half a fine step,
+    i.e. 2^-21 grid steps, of the data).
 
     Raises
     ------
@@ -290,15 +358,21 @@ def quantile(
     >>> incomes = [21_000, 34_500, 38_000, 52_000, 61_000, 75_000, 1_200_000]
     >>> release = dp.median(incomes, bounds=(0, 2_000_000), epsilon=1.0, rng=seeded(1))
     >>> release.error
-    RankErrorBound(rank_radius=29, confidence=0.95)
+    RankErrorBound(rank_radius=56, confidence=0.95)
     """
     owner = "quantile"
     epsilon = check.check_epsilon(epsilon, owner)
     level = _check_level(q, owner)
     neighbouring = _check_neighbouring(neighbouring, owner)
     confidence = _check_confidence(confidence, owner)
+    refine = _check_refine(refine, owner)
     resolved = _resolve_grid(bounds, grid, grid_size, owner)
-    counts = resolved.histogram(data)
+    values = Grid._as_values(data, owner)
+    counts = resolved.histogram(values)
+    if refine and _refine.supports(resolved):
+        return _release_refined(
+            values, counts, resolved, level, epsilon, neighbouring, confidence, rng
+        )
     return _release(counts, resolved, level, epsilon, neighbouring, confidence, rng, owner)
 
 
@@ -311,6 +385,7 @@ def median(
     grid_size: int | None = None,
     neighbouring: Neighbouring = "add_remove",
     confidence: float = 0.95,
+    refine: bool = True,
     rng: RandomLike | None = None,
 ) -> Release[float]:
     """Private median: :func:`quantile` at ``q = 1/2`` (the lower median for even n).
@@ -328,6 +403,7 @@ def median(
         grid_size=grid_size,
         neighbouring=neighbouring,
         confidence=confidence,
+        refine=refine,
         rng=rng,
     )
 
@@ -350,6 +426,7 @@ def quantiles(
     grid_size: int | None = None,
     neighbouring: Neighbouring = "add_remove",
     confidence: float = 0.95,
+    refine: bool = True,
     rng: RandomLike | None = None,
 ) -> Release[tuple[float, ...]]:
     """Several private quantiles at once, non-decreasing in ``q``.
@@ -364,7 +441,7 @@ def quantiles(
 
     Parameters
     ----------
-    data, bounds, epsilon, grid, grid_size, neighbouring, rng:
+    data, bounds, epsilon, grid, grid_size, neighbouring, refine, rng:
         As for :func:`quantile`; ``epsilon`` is the total.
     qs:
         Non-empty sequence of levels in [0, 1] (repeats allowed).
@@ -388,7 +465,8 @@ def quantiles(
     --------
     With probability ``>= confidence``, every released value is between
     ``x_(m_j - k)`` and ``x_(m_j + k)`` for its own rank ``m_j``, with
-    ``k = floor((2K/epsilon) ln(K |grid| / (1 - confidence)))``; sorting keeps this
+    ``k = floor((2K/epsilon) ln(K |Y| / (1 - confidence)))`` (``Y`` the fine grid
+    when refined, else the grid); sorting keeps this
     (the target intervals are non-decreasing in ``q``).
     """
     owner = "quantiles"
@@ -399,16 +477,26 @@ def quantiles(
     levels = [_check_level(q, owner, "qs[i]") for q in levels_in]
     neighbouring = _check_neighbouring(neighbouring, owner)
     confidence = _check_confidence(confidence, owner)
+    refine = _check_refine(refine, owner)
     resolved = _resolve_grid(bounds, grid, grid_size, owner)
     parts = len(levels)
     share = _split_epsilon(epsilon, parts)
     each_confidence = 1.0 - (1.0 - confidence) / parts
-    counts = resolved.histogram(data)
+    records = Grid._as_values(data, owner)
+    counts = resolved.histogram(records)
     random = as_random(rng)
+    refined = refine and _refine.supports(resolved)
     values = []
     radius = 0
     for level in levels:
-        one = _release(counts, resolved, level, share, neighbouring, each_confidence, random, owner)
+        if refined:
+            one = _release_refined(
+                records, counts, resolved, level, share, neighbouring, each_confidence, random
+            )
+        else:
+            one = _release(
+                counts, resolved, level, share, neighbouring, each_confidence, random, owner
+            )
         values.append(one.value)
         assert isinstance(one.error, RankErrorBound)
         radius = max(radius, one.error.rank_radius)
@@ -420,6 +508,6 @@ def quantiles(
         error=RankErrorBound(rank_radius=radius, confidence=confidence),
         event=RepeatedEvent(ExponentialMechanismEvent(share), parts),
         guarantee=PureDP(epsilon),
-        mechanism=_MECHANISM,
+        mechanism=_REFINED if refined else _MECHANISM,
         secure=random.secure,
     )

@@ -30,6 +30,16 @@ Noises, as increasing functions of a uniform ``u`` (so one code path serves all)
   mechanism, by the Gumbel-max trick);
 * ``"exponential"``: ``F(u) = -ln(1 - u)`` (standard exponential; permute-and-flip);
 * ``"laplace"``: ``F(u) = ln(2u)`` for ``u <= 1/2``, ``-ln(2 - 2u)`` above (standard Laplace).
+
+Multiplicities (Gumbel only). With a positive integer ``n_i`` per candidate the argmax
+is that of ``c s_i + ln(n_i) + G_i``: candidate ``i`` stands for ``n_i`` copies of
+itself, each with its own Gumbel noise, and the largest of ``n_i`` independent
+standard Gumbels is distributed as ``ln(n_i) + G`` (its CDF is
+``exp(-e^-g)^n_i = exp(-e^-(g - ln n_i))``). So the released index has probability
+``∝ n_i exp(c s_i)`` exactly. ``ln(n_i)`` is an exact real too: the float layer uses
+``np.log`` (a few ulps) inside the same relative margin, with the magnitudes and the
+screening slack enlarged by ``2 ln(n_i)``; the refinement layer adds the correctly
+rounded :mod:`decimal` ``ln``.
 """
 
 from __future__ import annotations
@@ -131,36 +141,46 @@ def _upper_values(
 
 
 def _float_bounds(
-    kind: str, prefixes: UIntArray, scaled: FloatArray, floor: float = -math.inf
+    kind: str,
+    prefixes: UIntArray,
+    scaled: FloatArray,
+    floor: float = -math.inf,
+    shift: FloatArray | None = None,
 ) -> tuple[FloatArray, FloatArray]:
     """Certified float bounds ``lo <= V_i <= hi`` for the candidates given.
 
     ``scaled`` is the float ``c (s_i - s_max)``, within a relative 2^-52 of the real
     value (two correctly rounded operations), or, where it equals ``floor``, an upper
-    bound on a real value that may be anywhere below it (see :func:`_stream`).
+    bound on a real value that may be anywhere below it (see :func:`_stream`). With
+    multiplicities, ``scaled`` also includes the float ``shift = ln(n_i)`` (a few ulps
+    off), and ``|c (s_i - s_max)| <= |scaled| + shift``, so the error of the sum is
+    within the margin times ``|scaled| + 2 shift + 1``.
     """
     x = prefixes.astype(np.float64)
     ends = noise_at(kind, np.concatenate((x, x + 1.0)))
     f_low, f_high = ends[: x.size], ends[x.size :]
     magnitude = np.abs(scaled) + 1.0
+    if shift is not None:
+        magnitude += 2.0 * shift
     low = scaled + f_low - FLOAT_MARGIN * (magnitude + np.abs(f_low))
     high = scaled + f_high + FLOAT_MARGIN * (magnitude + np.abs(f_high))
     low[scaled <= floor] = -math.inf
     return low, high
 
 
-def _screen(best_low: float) -> float:
+def _screen(best_low: float, slack: float = _SCREEN_SLACK) -> float:
     """A threshold ``t`` such that every candidate whose upper end can reach ``best_low``
     has its float upper value ``v >= t``.
 
     The float ``v`` is within ``FLOAT_MARGIN (|v| + 80)`` of the real upper end, so a
     candidate has ``v >= best_low - FLOAT_MARGIN (|v| + 80)``, which implies
     ``v >= best_low - 2 FLOAT_MARGIN (|best_low| + 80)``; the factor 3 absorbs the
-    rounding of this very expression.
+    rounding of this very expression. With multiplicities the slack is
+    ``80 + 2 max ln(n_i)`` (``|c d| <= |v| + ln n_i + |F|``).
     """
     if best_low == -math.inf:
         return -math.inf
-    return best_low - 3.0 * FLOAT_MARGIN * (abs(best_low) + _SCREEN_SLACK)
+    return best_low - 3.0 * FLOAT_MARGIN * (abs(best_low) + slack)
 
 
 # ---------------------------------------------------------------------- exact layer
@@ -217,10 +237,12 @@ def _refine(
     s_max: float,
     prefixes: list[int],
     rng: Random,
+    multiplicities: list[int] | None = None,
 ) -> int:
     """The position (in ``prefixes``) of the exact argmax among near-tied candidates."""
     c, top = Decimal(coefficient), Decimal(s_max)
     exact_scores = [Decimal(s) for s in scores]
+    counts = multiplicities if multiplicities is not None else [1] * len(scores)
     numerators = list(prefixes)
     alive = list(range(len(prefixes)))
     bits = PREFIX_BITS
@@ -233,11 +255,14 @@ def _refine(
         with decimal.localcontext(exact_context(precision)):
             unit = Decimal(10) ** (6 - precision)
             for i in alive:
-                scaled = c * (exact_scores[i] - top)
+                # ln(n_i) correctly rounded; the padding covers it (2 ln n_i + ...).
+                log_count = Decimal(counts[i]).ln() if counts[i] != 1 else Decimal(0)
+                scaled = c * (exact_scores[i] - top) + log_count
+                extra = abs(scaled) + 2 * log_count + 1
                 u_low, u_high = uniform_ends(numerators[i], bits)
                 f_low, f_high = noise_exact(kind, u_low), noise_exact(kind, u_high)
-                low = scaled + f_low - (abs(scaled) + abs(f_low) + 1) * unit
-                high = scaled + f_high + (abs(scaled) + abs(f_high) + 1) * unit
+                low = scaled + f_low - (extra + abs(f_low)) * unit
+                high = scaled + f_high + (extra + abs(f_high)) * unit
                 bounds[i] = (low, high)
             best_low = max(low for low, _ in bounds.values())
         alive = [i for i in alive if bounds[i][1] >= best_low]
@@ -277,7 +302,13 @@ class _Pool:
 
 
 def noisy_argmax(
-    kind: str, scores: FloatArray, coefficient: float, rng: Random, *, chunk: int = CHUNK
+    kind: str,
+    scores: FloatArray,
+    coefficient: float,
+    rng: Random,
+    *,
+    chunk: int = CHUNK,
+    multiplicity: npt.NDArray[np.int64] | None = None,
 ) -> int:
     """The exact ``argmax_i (coefficient * scores[i] + F(U_i))`` (see the module docstring).
 
@@ -294,15 +325,25 @@ def noisy_argmax(
         more per near-tied candidate and refinement round.
     chunk:
         Scores per streamed chunk; the distribution of the result does not depend on it.
+    multiplicity:
+        Optional positive integers ``n_i`` below 2^53 (Gumbel only): the index is then
+        drawn with probability ``∝ n_i exp(coefficient * scores[i])`` (module docstring).
     """
     n = scores.size
     if n == 1:
         return 0  # one candidate: no randomness needed, the output is fixed
+    shift = None
+    if multiplicity is not None:
+        if kind != "gumbel" or multiplicity.shape != scores.shape:
+            raise InternalError("Multiplicities need Gumbel noise and one per score.")
+        if not (multiplicity >= 1).all() or not (multiplicity < 2**53).all():
+            raise InternalError("Multiplicities must be integers in [1, 2^53).")
+        shift = np.log(multiplicity.astype(np.float64))
     s_max, s_min = float(scores.max()), float(scores.min())
     # -inf (log 0) is expected; inf - inf never arises (see _float_bounds, _stream).
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         spread_overflows = not math.isfinite(coefficient * (s_max - s_min))
-        pool = _stream(kind, scores, s_max, coefficient, spread_overflows, rng, chunk)
+        pool = _stream(kind, scores, s_max, coefficient, spread_overflows, rng, chunk, shift)
     if pool.index.size == 1:
         return int(pool.index[0])
     if pool.index.size == 0:
@@ -314,6 +355,7 @@ def noisy_argmax(
         s_max,
         [int(p) for p in pool.prefix],
         rng,
+        None if multiplicity is None else [int(multiplicity[i]) for i in pool.index],
     )
     return int(pool.index[winner])
 
@@ -326,9 +368,11 @@ def _stream(
     spread_overflows: bool,
     rng: Random,
     chunk: int,
+    shift: FloatArray | None = None,
 ) -> _Pool:
     """One float pass over the scores: the pool of candidates that may still win."""
     n = scores.size
+    slack = _SCREEN_SLACK if shift is None else _SCREEN_SLACK + 2.0 * float(shift.max())
     # When c (s_i - s_max) can overflow (to -inf, then -inf + inf = nan), clamp it from
     # below at `floor`, an upper bound on the real value of every overflowed entry:
     # either s_i - s_max overflowed, so the real value is below -c MAX, or the product
@@ -351,6 +395,10 @@ def _stream(
         scaled *= coefficient
         if spread_overflows:
             np.maximum(scaled, floor, out=scaled)
+        local_shift = None
+        if shift is not None:
+            local_shift = shift[start : start + size]
+            scaled += local_shift
         if size <= _SMALL:
             # Few scores: certifying all of them is cheaper than screening.
             local = np.arange(size)
@@ -365,18 +413,23 @@ def _stream(
                 scratch_buffer[:size],
             )
             top = int(np.argmax(values))
-            if not values[top] >= _screen(best_low):
+            if not values[top] >= _screen(best_low, slack):
                 continue  # nothing in this chunk can win
             # Certify the chunk's best first: its lower end raises the bar for the rest.
             top_low, _ = _float_bounds(
-                kind, prefixes_all[top : top + 1], scaled[top : top + 1], floor
+                kind,
+                prefixes_all[top : top + 1],
+                scaled[top : top + 1],
+                floor,
+                None if local_shift is None else local_shift[top : top + 1],
             )
             best_low = max(best_low, float(top_low[0]))
-            local = np.flatnonzero(values >= _screen(best_low))
+            local = np.flatnonzero(values >= _screen(best_low, slack))
             if local.size == 0:  # cannot happen (the top passes), but never index nothing
                 continue
             prefixes = prefixes_all[local]
-        low, high = _float_bounds(kind, prefixes, scaled[local], floor)
+        shift_local = None if local_shift is None else local_shift[local]
+        low, high = _float_bounds(kind, prefixes, scaled[local], floor, shift_local)
         best_low = max(best_low, float(low.max()))
         pool.add(local + start, prefixes, low, high)
         pool.prune(best_low)
