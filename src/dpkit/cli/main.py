@@ -1,20 +1,28 @@
-"""Entry point of the ``dpkit`` command."""
+"""Entry point of the ``dpkit`` command.
+
+Sub-commands: ``describe`` (the main job: a private summary of a dataset with a
+report), ``demo`` (``describe`` on a bundled dataset, offline), ``account`` (privacy
+accounting) and ``audit`` (statistical auditing of a mechanism). Heavy parts (the
+Session, DuckDB, SciPy) load only when a command needs them, so ``dpkit --help`` is
+instant.
+"""
 
 from __future__ import annotations
 
-import json
-import warnings
-from typing import Annotated
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from dpkit.cli.account import account_app
 from dpkit.cli.audit import audit_command
-from dpkit.cli.demo import BUDGET_SHARES, DemoRow, run_demo
-from dpkit.errors import DPError, InsecureRandomWarning
-from dpkit.random import as_random
+from dpkit.cli.describe import budget_from_options, describe_command, summarise, write_outputs
+from dpkit.errors import DPError
+
+if TYPE_CHECKING:
+    from dpkit.accounting.guarantees import Guarantee
+    from dpkit.analytics.session import Session
 
 app = typer.Typer(
     help="dpkit: differential privacy with exact noise and tight accounting.",
@@ -22,7 +30,7 @@ app = typer.Typer(
     add_completion=False,
 )
 
-
+app.command("describe")(describe_command)
 app.command("audit")(audit_command)
 app.add_typer(account_app, name="account")
 
@@ -32,54 +40,54 @@ def main() -> None:
     """dpkit command line."""
 
 
-def _render(rows: list[DemoRow], epsilon: float, secure: bool, console: Console) -> None:
-    table = Table(title="UCI Adult (32,561 people): private statistics, 95% intervals")
-    table.add_column("statistic")
-    table.add_column("estimate", justify="right")
-    table.add_column("95% interval", justify="right")
-    table.add_column("epsilon", justify="right")
-    table.add_column("mechanism")
-    for row in rows:
-        digits = 2 if row.statistic.startswith("mean") else 0
-        table.add_row(
-            row.statistic,
-            f"{row.estimate:,.{digits}f}",
-            f"[{row.low:,.{digits}f}, {row.high:,.{digits}f}]",
-            f"{row.epsilon:g}" if row.epsilon else "\u2033",
-            row.mechanism,
-        )
-    console.print(table)
-    split = ", ".join(f"{k} {v:.0%}" for k, v in BUDGET_SHARES.items())
-    console.print(
-        f"Privacy: {epsilon:g}-DP in total (pure DP, basic composition; "
-        f"add/remove one person). Budget split: {split}."
-    )
-    if not secure:
-        console.print("[yellow]Seeded generator: reproducible but NOT private.[/yellow]")
-
-
 @app.command()
 def demo(
-    epsilon: Annotated[float, typer.Option(help="Total privacy budget (pure DP).")] = 1.0,
-    seed: Annotated[int | None, typer.Option(help="Seed for a reproducible, insecure run.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    epsilon: Annotated[float, typer.Option(help="Total epsilon.")] = 1.0,
+    delta: Annotated[float, typer.Option(help="Total delta.")] = 1e-6,
+    people: Annotated[int, typer.Option(help="Users in the generated dataset.")] = 30_000,
+    report: Annotated[
+        Path | None, typer.Option(help="HTML report path (default dpkit-demo-report.html).")
+    ] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write JSON here.")] = None,
+    open_report: Annotated[bool, typer.Option("--open", help="Open the report.")] = False,
+    seed: Annotated[
+        int | None, typer.Option(help="Seed: reproducible but NOT private output.")
+    ] = None,
 ) -> None:
-    """Release a few private statistics of the bundled UCI Adult data set."""
+    """Summarise synthetic web-session data privately (many rows per user), offline.
+
+    Generates the dpkit web-sessions dataset deterministically (``dpkit.data.
+    make_web_sessions``: 30,000 users, about 500,000 sessions by default) and runs the
+    ``dpkit describe`` summary on it with ``user_id`` as the privacy unit.
+    """
     console = Console()
+    target = report if report is not None else Path("dpkit-demo-report.html")
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", InsecureRandomWarning)
-            rng = as_random(seed)
-        rows = run_demo(epsilon=epsilon, rng=rng)
+        session = _demo_session(people, budget_from_options(epsilon, delta, None), seed)
+        summary = summarise(
+            session,
+            columns=None,
+            max_rows=None,
+            top=10,
+            console=console,
+            source=f"dpkit web sessions (synthetic, {people:,} users)",
+        )
     except DPError as err:
         console.print(f"[red]error:[/red] {err}")
         raise typer.Exit(code=2) from err
-    if as_json:
-        payload = {
-            "epsilon": epsilon,
-            "secure": rng.secure,
-            "statistics": [row.__dict__ for row in rows],
-        }
-        typer.echo(json.dumps(payload, indent=2))
-    else:
-        _render(rows, epsilon, rng.secure, console)
+    write_outputs(summary, console, report=target, json_out=json_out, open_report=open_report)
+
+
+def _demo_session(people: int, budget: Guarantee, seed: int | None) -> Session:
+    import warnings
+
+    import pandas as pd  # type: ignore[import-untyped]
+
+    from dpkit.analytics.session import Session
+    from dpkit.data.sessions import make_web_sessions
+    from dpkit.errors import InsecureRandomWarning
+
+    frame = pd.DataFrame(make_web_sessions(n_people=people))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InsecureRandomWarning)
+        return Session.from_pandas(frame, privacy_unit="user_id", budget=budget, rng=seed)
