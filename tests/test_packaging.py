@@ -78,4 +78,6 @@ def test_readme_test_command_is_what_ci_runs() -> None:
     install = "pip install -e '.[test]'"
     assert f"python -m venv .venv && . .venv/bin/activate && {install} && pytest" in readme
     assert install in ci
-    assert "python -m venv .venv && . .venv/bin/activate && pip install . && dpkit demo" in readme
+    demo = "pip install '.[plot]' && dpkit demo"
+    assert f"python -m venv .venv && . .venv/bin/activate && {demo}" in readme
+    assert "pip install '.[plot]'" in ci
