@@ -5,8 +5,19 @@
 ``KeySelection`` configures private key selection.
 """
 
-from dpkit.analytics._release import Explanation, QueryResult, StatisticExplanation
-from dpkit.analytics.query import Aggregation, KeySelection, KeySet, Query
+from dpkit.analytics._release import (
+    Explanation,
+    OrderExplanation,
+    QueryResult,
+    StatisticExplanation,
+)
+from dpkit.analytics.query import (
+    Aggregation,
+    KeySelection,
+    KeySet,
+    PrivateBounds,
+    Query,
+)
 from dpkit.analytics.session import Session
 
 __all__ = [
@@ -14,6 +25,8 @@ __all__ = [
     "Explanation",
     "KeySelection",
     "KeySet",
+    "OrderExplanation",
+    "PrivateBounds",
     "Query",
     "QueryResult",
     "Session",

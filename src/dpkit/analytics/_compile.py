@@ -4,7 +4,9 @@ Budget split (documented in docs/analytics.md): the query's budget is divided be
 its aggregations (and the private key selection, if any) in proportion to their
 ``weight`` (1 each by default); an aggregation's share is divided equally between its
 statistics (count: 1; sum: 1; mean: count of values + centred sum; variance: count +
-centred sum + centred sum of squares). Everything here uses public information only
+centred sum + centred sum of squares), after setting aside, for an aggregation with
+``bounds="private"``, the fraction ``PrivateBounds.share`` (default 0.2) of its share
+for releasing its clamping bounds. Everything here uses public information only
 (schema, bounds, budget), never data.
 """
 
@@ -27,6 +29,9 @@ from dpkit.errors import DataError, InvalidParameter
 
 __all__ = ["CompiledQuery", "StatisticSpec", "compile_query"]
 
+#: Grid points of the private-bounds quantiles: resolution (hi - lo) / 10^4 of the search
+#: range, for ln(10001) ~ 9.2 in the rank radius (1001 points: 6.9).
+BOUNDS_GRID = 10_001
 _TARGET_SCALE_BITS = 30  # noise scale ~2^30 grid steps: rounding bias negligible
 _MAX_ROW_BITS = 50  # per-row integers stay exact in a double
 
@@ -55,6 +60,10 @@ class CompiledQuery:
     selection_delta: float | None
     selection_noise: Noise | None
     orders: tuple[OrderSpec, ...] = ()
+    #: Private clamping bounds: one quantile spec per aggregation with
+    #: ``bounds="private"`` (named after it), run on ``bounds_plan`` (ungrouped).
+    bound_orders: tuple[OrderSpec, ...] = ()
+    bounds_plan: Plan | None = None
 
 
 def _power_of_two_at_most(x: float) -> float:
@@ -90,7 +99,9 @@ def _check_column(name: str, schema: Mapping[str, str], owner: str, numeric: boo
         )
 
 
-def _statistics_of(agg: Aggregation, unit_session: bool) -> list[tuple[str, Statistic]]:
+def _statistics_of(
+    agg: Aggregation, unit_session: bool, bounds: tuple[float, float] | None
+) -> list[tuple[str, Statistic]]:
     if agg.kind == "count":
         return [("count", Statistic("rows"))]
     if agg.kind == "count_distinct":
@@ -102,8 +113,8 @@ def _statistics_of(agg: Aggregation, unit_session: bool) -> list[tuple[str, Stat
                 "(privacy_unit=None); count distinct persons with count_distinct()."
             )
         return [("distinct", Statistic("distinct", quote(agg.column)))]
-    assert agg.bounds is not None and agg.column is not None
-    low, high = agg.bounds
+    assert bounds is not None and agg.column is not None
+    low, high = bounds
     expr = quote(agg.column)
     mid = (low + high) / 2.0
     if agg.kind == "sum":
@@ -221,6 +232,7 @@ def compile_query(
     specs: list[StatisticSpec] = []
     noise_kind = kind.noise
     orders: list[OrderSpec] = []
+    bound_orders: list[OrderSpec] = []
     for agg, weight in zip(query.aggregations, weights, strict=True):
         if agg.kind in ORDER_KINDS:
             assert agg.bounds is not None and agg.column is not None
@@ -239,8 +251,35 @@ def compile_query(
                 )
             )
             continue
-        parts = _statistics_of(agg, unit is not None)
-        share = amount * weight / total_weight / len(parts)
+        agg_share = amount * weight / total_weight
+        bounds = agg.bounds
+        if agg.private is not None:
+            # Private bounds: a fixed fraction of this aggregation's share releases the
+            # quantiles of the column (ungrouped, each person's rows capped at max_rows,
+            # so k = 1 in the calibration); the rest runs the statistics clamped to the
+            # released bounds -- or, before they are released, to the search range,
+            # which gives the same plan shape and upper bounds on the noise scales.
+            assert agg.column is not None
+            bounds_share = agg_share * Fraction(agg.private.share)
+            agg_share -= bounds_share
+            bound_orders.append(
+                order_spec(
+                    agg.name,
+                    "quantile",
+                    quote(agg.column),
+                    agg.private.search_range,
+                    agg.private.levels,
+                    BOUNDS_GRID,
+                    noise=noise_kind,
+                    share=bounds_share,
+                    max_groups=1,
+                    max_rows=max_rows,
+                )
+            )
+            if bounds is None:
+                bounds = agg.private.search_range
+        parts = _statistics_of(agg, unit is not None, bounds)
+        share = agg_share / len(parts)
         for role, stat in parts:
             per_row_groups = max_groups
             if noise_kind == "laplace":
@@ -282,7 +321,28 @@ def compile_query(
         bins=query.bins,
         partition=partition,
     )
+    bounds_plan = None
+    if bound_orders:
+        bounds_plan = Plan(
+            filters=plan.filters,
+            derived=plan.derived,
+            group_columns=(),
+            keys=None,
+            unit=unit,
+            max_groups=1,
+            max_rows=max_rows,
+            salt=salt,
+            statistics=(),
+            partition=partition,
+        )
     charge = (amount,) if kind.name != "approx" else (amount, charge_delta)
     return CompiledQuery(
-        plan, tuple(specs), charge, selection_delta, selection_noise, tuple(orders)
+        plan,
+        tuple(specs),
+        charge,
+        selection_delta,
+        selection_noise,
+        tuple(orders),
+        tuple(bound_orders),
+        bounds_plan,
     )

@@ -83,6 +83,10 @@ class Engine(Protocol):
         """Per group key, the sparse grid histogram of an order statistic."""
         ...
 
+    def check(self, plan: Plan) -> None:
+        """Raise EngineError if ``plan``'s aggregate would fail to compile (no data read)."""
+        ...
+
 
 def quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
@@ -374,6 +378,13 @@ class DuckDBEngine:
         return f"SELECT {keys}, {', '.join(aggs)} FROM {rows_from} GROUP BY {keys}"
 
     # ------------------------------------------------------------------ run
+    def check(self, plan: Plan) -> None:
+        # EXPLAIN binds and plans the statement (names, types, functions) without
+        # reading the data: used before a charge when the aggregate itself can only
+        # run after it (clamping bounds found privately).
+        sql, params = self.compile(plan)
+        self._execute("EXPLAIN " + sql, params)
+
     def aggregate(self, plan: Plan) -> EngineResult:
         sql, params = self.compile(plan)
         rows = self._execute(sql, params)

@@ -50,7 +50,15 @@ import numpy.typing as npt
 
 from dpkit.errors import InternalError
 
-__all__ = ["ORDER_KINDS", "OrderSpec", "order_columns", "order_spec", "release_order", "snap_sql"]
+__all__ = [
+    "ORDER_KINDS",
+    "OrderSpec",
+    "order_columns",
+    "order_spec",
+    "release_order",
+    "released_bounds",
+    "snap_sql",
+]
 
 ORDER_KINDS = ("quantile", "max", "min")
 
@@ -211,3 +219,18 @@ def release_order(
 
         release = replace(release, value=-release.value)
     return [release]
+
+
+def released_bounds(spec: OrderSpec, first: float, second: float) -> tuple[float, float]:
+    """Clamping bounds from the two released quantiles (post-processing only).
+
+    The two releases are independent, so they may come out in either order or equal
+    (e.g. a constant column): sort them, and widen an empty interval by one grid step
+    inside the search range, so that ``low < high`` always holds.
+    """
+    low, high = min(first, second), max(first, second)
+    if low < high:
+        return low, high
+    if high < spec.high:
+        return low, min(spec.high, low + spec.step)
+    return max(spec.low, high - spec.step), high

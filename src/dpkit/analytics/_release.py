@@ -16,12 +16,12 @@ from dpkit.accounting.guarantees import ZCDP, PureDP
 from dpkit.analytics._accounting import BudgetKind, Noise, selection_threshold
 from dpkit.analytics._compile import CompiledQuery, StatisticSpec
 from dpkit.analytics._engine import EngineResult
-from dpkit.analytics._order import order_columns, release_order
+from dpkit.analytics._order import OrderSpec, order_columns, release_order
 from dpkit.analytics.query import Query
 from dpkit.mechanisms._base import ErrorBound, Release
 from dpkit.random import Random
 
-__all__ = ["Explanation", "QueryResult", "StatisticExplanation"]
+__all__ = ["Explanation", "OrderExplanation", "QueryResult", "StatisticExplanation"]
 
 Key = tuple[Any, ...]
 
@@ -56,14 +56,54 @@ class StatisticExplanation:
 
 
 @dataclass(frozen=True, slots=True)
+class OrderExplanation:
+    """One quantile/median/max/min aggregation (or private-bounds step), before it runs.
+
+    ``role`` is ``"quantile"``, ``"max"``, ``"min"`` or ``"bounds"`` (the quantiles
+    released to find an aggregation's clamping bounds). The grid is ``grid_size``
+    points from ``grid_low`` to ``grid_high`` (step ``grid_step``). Each group gets
+    ``releases_per_group`` releases (one per level), each with ``release_epsilon``
+    (exponential mechanism, per row; quantiles and PureDP max/min) or ``release_rho``
+    (discrete Gaussian binary search; zCDP max/min); ``budget`` is the whole step's
+    cost per person. Accuracy, each release at ``confidence``: quantiles lie within
+    ``rank_radius`` ranks of the exact one (ranks of the rows kept by contribution
+    bounding); max (min) is at most (at least) the exact value and at least (most)
+    what it becomes after removing the ``removals`` persons that lower (raise) it most.
+    """
+
+    aggregation: str
+    role: str
+    mechanism: str
+    levels: tuple[float, ...]
+    grid_low: float
+    grid_high: float
+    grid_size: int
+    grid_step: float
+    release_epsilon: float | None
+    release_rho: float | None
+    releases_per_group: int
+    max_groups: int
+    max_rows: int
+    rank_radius: int | None
+    removals: int | None
+    confidence: float
+    budget: PureDP | ZCDP
+
+
+@dataclass(frozen=True, slots=True)
 class Explanation:
-    """What a query runs and how accurate it is expected to be; nothing was spent."""
+    """What a query runs and how accurate it is expected to be; nothing was spent.
+
+    ``statistics`` lists the noisy statistics (counts and sums); ``orders`` the
+    quantile, median, max and min aggregations and the private-bounds steps.
+    """
 
     statistics: tuple[StatisticExplanation, ...]
     charge: str
     selection_threshold: int | None
     selection_delta: float | None
     notes: tuple[str, ...]
+    orders: tuple[OrderExplanation, ...] = ()
 
     def __str__(self) -> str:
         lines = [f"Charge: {self.charge}"]
@@ -76,6 +116,24 @@ class Explanation:
             lines.append(
                 f"{s.aggregation:<20} {s.role:<16} {s.mechanism:<17} {s.noise_scale:>12.4g} "
                 f"{s.standard_deviation:>12.4g} {s.half_width:>12.4g}"
+            )
+        for o in self.orders:
+            param = (
+                f"epsilon {o.release_epsilon:.4g}"
+                if o.release_epsilon is not None
+                else f"rho {o.release_rho:.4g}"
+            )
+            accuracy = (
+                f"rank radius {o.rank_radius}"
+                if o.rank_radius is not None
+                else f"down-sensitivity removals {o.removals}"
+            )
+            levels = "" if not o.levels else " levels " + ", ".join(f"{q:g}" for q in o.levels)
+            lines.append(
+                f"{o.aggregation:<20} {o.role:<16} {o.mechanism}{levels}: grid "
+                f"[{o.grid_low:g}, {o.grid_high:g}] x {o.grid_size} (step {o.grid_step:.4g}), "
+                f"{param} per release, {o.releases_per_group} per group, {accuracy} "
+                f"at {o.confidence:.4g}"
             )
         if self.selection_threshold is not None:
             lines.append(
@@ -119,11 +177,68 @@ def explain(
     if compiled.selection_noise is not None and compiled.selection_delta is not None:
         threshold, _ = selection_threshold(compiled.selection_noise, compiled.selection_delta)
         delta = compiled.selection_delta
-    notes = (
+    notes = [
         "Means and variances: estimates are ratios of noisy statistics; their standard "
         "errors are delta-method approximations.",
+    ]
+    orders = [_explain_order(o, o.kind, compiled, confidence) for o in compiled.orders]
+    for bound in compiled.bound_orders:
+        orders.append(_explain_order(bound, "bounds", compiled, confidence))
+        notes.append(
+            f"{bound.aggregation}: clamping bounds found privately; its noise scales above "
+            "are upper bounds (at the search range), the ones used are computed at the "
+            "released bounds."
+        )
+    return Explanation(
+        tuple(rows), kind.show(compiled.charge), threshold, delta, tuple(notes), tuple(orders)
     )
-    return Explanation(tuple(rows), kind.show(compiled.charge), threshold, delta, notes)
+
+
+def _explain_order(
+    spec: OrderSpec, role: str, compiled: CompiledQuery, confidence: float
+) -> OrderExplanation:
+    """Public-only accuracy of an order statistic, as :func:`release_order` will state it."""
+    from dpkit.estimators.inverse_sensitivity import loss_radius
+    from dpkit.selection import ExponentialMechanism
+    from dpkit.selection.binary_search import plan_search
+
+    plan = compiled.bounds_plan if role == "bounds" else compiled.plan
+    assert plan is not None
+    epsilon = rho = radius = removals = None
+    if spec.kind == "quantile":
+        epsilon = spec.parameter
+        coefficient = ExponentialMechanism(epsilon=epsilon, sensitivity=1.0).coefficient
+        radius = loss_radius(spec.size, coefficient=coefficient, confidence=confidence)
+        mechanism = "InverseSensitivityQuantile"
+    else:
+        if spec.noise == "laplace":
+            epsilon = spec.parameter
+        else:
+            rho = spec.parameter
+        # The release searches the grid plus its bottom sentinel (release_order).
+        search = plan_search(spec.size + 1, epsilon=epsilon, rho=rho, beta=1.0 - confidence)
+        removals, confidence = search.removals, search.confidence
+        mechanism = "ShiftedInverseSensitivity"
+    value = fraction_up(spec.share)
+    return OrderExplanation(
+        aggregation=spec.aggregation,
+        role=role,
+        mechanism=mechanism,
+        levels=spec.qs,
+        grid_low=spec.low,
+        grid_high=spec.high,
+        grid_size=spec.size,
+        grid_step=spec.step,
+        release_epsilon=epsilon,
+        release_rho=rho,
+        releases_per_group=max(1, len(spec.qs)),
+        max_groups=plan.max_groups,
+        max_rows=plan.max_rows if spec.kind == "quantile" else 1,
+        rank_radius=radius,
+        removals=removals,
+        confidence=confidence,
+        budget=PureDP(value) if spec.noise == "laplace" else ZCDP(value),
+    )
 
 
 @dataclass(frozen=True)

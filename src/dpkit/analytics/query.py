@@ -29,7 +29,7 @@ from typing import Any, Literal
 from dpkit import _validation as check
 from dpkit.errors import InvalidParameter
 
-__all__ = ["Aggregation", "KeySelection", "KeySet", "Query"]
+__all__ = ["Aggregation", "KeySelection", "KeySet", "PrivateBounds", "Query"]
 
 Key = tuple[Any, ...]
 
@@ -152,6 +152,28 @@ class Aggregation:
     weight: float = 1.0
     qs: tuple[float, ...] = ()  # quantile levels
     grid_size: int | None = None  # points of the output grid (quantile, max, min)
+    #: Clamping bounds found privately (``bounds="private"``); ``bounds`` is then None
+    #: until the Session has released them.
+    private: PrivateBounds | None = None
+
+
+#: Default levels and budget share of clamping bounds found privately (docs/analytics.md).
+DEFAULT_BOUNDS_LEVELS = (0.01, 0.99)
+DEFAULT_BOUNDS_SHARE = 0.2
+
+
+@dataclass(frozen=True, slots=True)
+class PrivateBounds:
+    """How a Session finds an aggregation's clamping bounds privately.
+
+    The Session first releases the quantiles of the column at ``levels`` (inverse
+    sensitivity on a linear grid of 10001 points over the public ``search_range``),
+    spending the fraction ``share`` of the aggregation's budget, then clamps to them.
+    """
+
+    search_range: tuple[float, float]
+    levels: tuple[float, float] = DEFAULT_BOUNDS_LEVELS
+    share: float = DEFAULT_BOUNDS_SHARE
 
 
 def _check_bounds(bounds: object, owner: str) -> tuple[float, float]:
@@ -163,6 +185,27 @@ def _check_bounds(bounds: object, owner: str) -> tuple[float, float]:
     if not low < high:
         raise InvalidParameter.for_parameter("bounds", owner, expected, bounds)
     return (low, high)
+
+
+def _check_private(
+    search_range: object, levels: object, share: object, owner: str
+) -> PrivateBounds:
+    if search_range is None:
+        raise InvalidParameter(
+            f"{owner}: bounds='private' needs search_range=(low, high): public outer bounds "
+            "for the grid on which the clamping bounds are searched (e.g. the column's "
+            "possible range from its definition, never from the data)."
+        )
+    checked = _check_bounds(search_range, owner)
+    expected = "a pair (low, high) of levels with 0 <= low < high <= 1"
+    if not isinstance(levels, tuple | list) or len(levels) != 2:
+        raise InvalidParameter.for_parameter("bounds_levels", owner, expected, levels)
+    low = check.check_probability(levels[0], "bounds_levels", owner)
+    high = check.check_probability(levels[1], "bounds_levels", owner)
+    if not low < high:
+        raise InvalidParameter.for_parameter("bounds_levels", owner, expected, levels)
+    fraction = check.check_probability(share, "bounds_share", owner, open_low=True, open_high=True)
+    return PrivateBounds(checked, (low, high), fraction)
 
 
 def _check_name(name: object, owner: str, what: str = "name") -> str:
@@ -310,46 +353,103 @@ class Query:
         return self._add(Aggregation("count_distinct", _check_name(label, owner), col, weight=w))
 
     def _bounded(
-        self, kind: AggregationKind, column: str, bounds: object, name: str | None, weight: float
+        self,
+        kind: AggregationKind,
+        column: str,
+        bounds: object,
+        name: str | None,
+        weight: float,
+        search_range: object = None,
+        bounds_levels: object = DEFAULT_BOUNDS_LEVELS,
+        bounds_share: object = DEFAULT_BOUNDS_SHARE,
     ) -> Query:
         owner = f"Query.{kind}"
         col = _check_name(column, owner, "column")
         label = _check_name(name or f"{kind}_{col}", owner)
         w = check.check_positive(weight, "weight", owner)
+        if isinstance(bounds, str) and bounds == "private":
+            private = _check_private(search_range, bounds_levels, bounds_share, owner)
+            return self._add(Aggregation(kind, label, col, None, w, private=private))
+        if search_range is not None:
+            raise InvalidParameter(
+                f"{owner}: search_range= applies to bounds='private' only; got bounds={bounds!r}."
+            )
         return self._add(Aggregation(kind, label, col, _check_bounds(bounds, owner), w))
 
     def sum(
         self,
         column: str,
         *,
-        bounds: tuple[float, float],
+        bounds: tuple[float, float] | Literal["private"],
+        search_range: tuple[float, float] | None = None,
+        bounds_levels: tuple[float, float] = DEFAULT_BOUNDS_LEVELS,
+        bounds_share: float = DEFAULT_BOUNDS_SHARE,
         name: str | None = None,
         weight: float = 1.0,
     ) -> Query:
-        """Sum of ``column`` with each value clamped to ``bounds`` (public)."""
-        return self._bounded("sum", column, bounds, name, weight)
+        """Sum of ``column`` with each value clamped to ``bounds`` (public).
+
+        ``bounds="private"`` finds the clamping bounds privately inside the same
+        ``evaluate``: the quantiles of the column at ``bounds_levels`` (default the
+        1st and 99th percentiles), released with the fraction ``bounds_share``
+        (default 0.2) of this aggregation's budget on a grid of 10001 points over the
+        public ``search_range=(low, high)`` (required then), become the bounds. The
+        released bounds are the result's ``<name>_clamp_low``/``_clamp_high``
+        columns. See docs/analytics.md.
+        """
+        return self._bounded(
+            "sum", column, bounds, name, weight, search_range, bounds_levels, bounds_share
+        )
 
     def mean(
         self,
         column: str,
         *,
-        bounds: tuple[float, float],
+        bounds: tuple[float, float] | Literal["private"],
+        search_range: tuple[float, float] | None = None,
+        bounds_levels: tuple[float, float] = DEFAULT_BOUNDS_LEVELS,
+        bounds_share: float = DEFAULT_BOUNDS_SHARE,
         name: str | None = None,
         weight: float = 1.0,
     ) -> Query:
-        """Mean of ``column`` clamped to ``bounds``: a noisy centred sum over a noisy count."""
-        return self._bounded("mean", column, bounds, name, weight)
+        """Mean of ``column`` clamped to ``bounds``: a noisy centred sum over a noisy count.
+
+        ``bounds="private"`` finds the clamping bounds privately inside the same
+        ``evaluate``: the quantiles of the column at ``bounds_levels`` (default the
+        1st and 99th percentiles), released with the fraction ``bounds_share``
+        (default 0.2) of this aggregation's budget on a grid of 10001 points over the
+        public ``search_range=(low, high)`` (required then), become the bounds. The
+        released bounds are the result's ``<name>_clamp_low``/``_clamp_high``
+        columns. See docs/analytics.md.
+        """
+        return self._bounded(
+            "mean", column, bounds, name, weight, search_range, bounds_levels, bounds_share
+        )
 
     def variance(
         self,
         column: str,
         *,
-        bounds: tuple[float, float],
+        bounds: tuple[float, float] | Literal["private"],
+        search_range: tuple[float, float] | None = None,
+        bounds_levels: tuple[float, float] = DEFAULT_BOUNDS_LEVELS,
+        bounds_share: float = DEFAULT_BOUNDS_SHARE,
         name: str | None = None,
         weight: float = 1.0,
     ) -> Query:
-        """Variance of ``column`` clamped to ``bounds`` from noisy count, sum, sum of squares."""
-        return self._bounded("variance", column, bounds, name, weight)
+        """Variance of ``column`` clamped to ``bounds`` from noisy count, sum, sum of squares.
+
+        ``bounds="private"`` finds the clamping bounds privately inside the same
+        ``evaluate``: the quantiles of the column at ``bounds_levels`` (default the
+        1st and 99th percentiles), released with the fraction ``bounds_share``
+        (default 0.2) of this aggregation's budget on a grid of 10001 points over the
+        public ``search_range=(low, high)`` (required then), become the bounds. The
+        released bounds are the result's ``<name>_clamp_low``/``_clamp_high``
+        columns. See docs/analytics.md.
+        """
+        return self._bounded(
+            "variance", column, bounds, name, weight, search_range, bounds_levels, bounds_share
+        )
 
     # --------------------------------------------------------------- order statistics
     def _order(

@@ -11,6 +11,7 @@ forgets nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -19,14 +20,17 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from dpkit.accounting.guarantees import Guarantee
 from dpkit.analytics._accounting import BudgetKind, budget_kind, selection_threshold
 from dpkit.analytics._compile import CompiledQuery, compile_query, salt_from
 from dpkit.analytics._engine import DuckDBEngine, Engine, EngineResult, quote
 from dpkit.analytics._ledger import Ledger, SpendRecord
+from dpkit.analytics._order import release_order, released_bounds
 from dpkit.analytics._release import Explanation, QueryResult, explain, release
 from dpkit.analytics.query import Query
-from dpkit.errors import DataError, InvalidParameter
+from dpkit.errors import DataError, InternalError, InvalidParameter
 from dpkit.random import Random, RandomLike, as_random
 
 __all__ = ["Session"]
@@ -272,18 +276,29 @@ class Session:
         return dict(self._schema)
 
     # ------------------------------------------------------------------ queries
-    def _compile(self, query: Query, budget: object, salt: int) -> CompiledQuery:
+    def _compile(
+        self,
+        query: Query,
+        budget: object,
+        salt: int,
+        *,
+        fixed: tuple[Fraction, float | None] | None = None,
+    ) -> CompiledQuery:
+        """Compile ``query``; ``fixed`` reuses a first compilation's (amount, delta)."""
         owner = "Session.evaluate"
-        spent = self._ledger.spent(self._scope)
-        amount = self._kind.query_amount(budget, spent, owner)
-        delta = None
-        if query.selection is not None and self._kind.name == "approx":
-            left = self._kind.amount[1] - spent[1]
-            delta = query.selection.delta
-            if delta is None:
-                delta = float(left / 2)
-                if delta <= 0:
-                    delta = None
+        if fixed is not None:
+            amount, delta = fixed
+        else:
+            spent = self._ledger.spent(self._scope)
+            amount = self._kind.query_amount(budget, spent, owner)
+            delta = None
+            if query.selection is not None and self._kind.name == "approx":
+                left = self._kind.amount[1] - spent[1]
+                delta = query.selection.delta
+                if delta is None:
+                    delta = float(left / 2)
+                    if delta <= 0:
+                        delta = None
         return compile_query(
             query,
             kind=self._kind,
@@ -353,9 +368,20 @@ class Session:
             threshold, _ = selection_threshold(compiled.selection_noise, compiled.selection_delta)
         # Cheap early refusal, then the engine, then the real (atomic) charge.
         self._check_fits(compiled.charge)
-        exact: EngineResult = (
-            self._engine.aggregate(compiled.plan) if compiled.plan.statistics else {}
-        )
+        staged = bool(compiled.bound_orders)
+        if staged:
+            # The aggregate needs the private bounds, which are released only after
+            # the charge: compute their histograms now and check that the aggregate's
+            # SQL compiles, so that every failure we can foresee spends nothing.
+            assert compiled.bounds_plan is not None
+            bound_hist = [
+                self._engine.histograms(compiled.bounds_plan, o) for o in compiled.bound_orders
+            ]
+            if compiled.plan.statistics:
+                self._engine.check(compiled.plan)
+            exact: EngineResult = {}
+        else:
+            exact = self._engine.aggregate(compiled.plan) if compiled.plan.statistics else {}
         histograms = [self._engine.histograms(compiled.plan, o) for o in compiled.orders]
         description = json.dumps({"query": repr(query)[:2000], "budget": repr(budget)})
         self._ledger.spend(
@@ -367,7 +393,61 @@ class Session:
         )
         if self._after_commit is not None:
             self._after_commit()
-        return release(compiled, query, exact, threshold, confidence, random, histograms)
+        if not staged:
+            return release(compiled, query, exact, threshold, confidence, random, histograms)
+        return self._release_staged(
+            compiled, query, bound_hist, threshold, confidence, random, histograms, salt
+        )
+
+    def _release_staged(
+        self,
+        compiled: CompiledQuery,
+        query: Query,
+        bound_hist: list[dict[tuple[Any, ...], dict[int, int]]],
+        threshold: int | None,
+        confidence: float,
+        random: Random,
+        histograms: list[dict[tuple[Any, ...], dict[int, int]]],
+        salt: int,
+    ) -> QueryResult:
+        """After the charge: release the private bounds, then the clamped aggregate.
+
+        The bounds are post-processing of their quantile releases, so compiling the
+        aggregate with them (grids and noise scales) uses no further privacy budget;
+        the aggregate's statistics were already charged at their share. An engine
+        failure past this point keeps the charge (the bounds were drawn).
+        """
+        released: dict[str, tuple[float, float]] = {}
+        bound_releases = []
+        for spec, hist in zip(compiled.bound_orders, bound_hist, strict=True):
+            pair = release_order(spec, hist.get((), {}), random, confidence)
+            bound_releases.extend(pair)
+            released[spec.aggregation] = released_bounds(spec, pair[0].value, pair[1].value)
+        clamped = tuple(
+            dataclasses.replace(a, bounds=released[a.name]) if a.name in released else a
+            for a in query.aggregations
+        )
+        final_query = dataclasses.replace(query, aggregations=clamped)
+        final = self._compile(
+            final_query, None, salt, fixed=(compiled.charge[0], compiled.selection_delta)
+        )
+        if final.charge != compiled.charge or final.plan.salt != compiled.plan.salt:
+            raise InternalError("a staged query changed its charge; this is a bug.")
+        exact = self._engine.aggregate(final.plan) if final.plan.statistics else {}
+        result = release(final, final_query, exact, threshold, confidence, random, histograms)
+        n = len(next(iter(result.columns.values()))) if result.columns else 1
+        columns = dict(result.columns)
+        notes = list(result.notes)
+        for name, (low, high) in released.items():
+            columns[f"{name}_clamp_low"] = np.full(n, low)
+            columns[f"{name}_clamp_high"] = np.full(n, high)
+            notes.append(f"{name}: clamped to privately released bounds [{low!r}, {high!r}].")
+        return dataclasses.replace(
+            result,
+            columns=columns,
+            releases=(*bound_releases, *result.releases),
+            notes=tuple(notes),
+        )
 
     def _check_fits(self, charge: tuple[Fraction, ...]) -> None:
         spent = self._ledger.spent(self._scope)
