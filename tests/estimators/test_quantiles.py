@@ -17,23 +17,29 @@ from dpkit.estimators.quantiles import quantile_from_counts
 from dpkit.testing import seeded
 
 # ------------------------------------------------------------------ brute force
-# A dataset is a vector of counts over a grid; its quantile x_(m), m = max(1, ceil(q n)),
-# is found by walking the counts (no closed form). The loss at y is the shortest path of
+# A dataset is a vector of counts over a grid. Its q-quantiles are the grid points y
+# with z_(lo) <= y <= z_(hi), lo = max(1, ceil(q n)), hi = min(n, floor(q n) + 1), found
+# by walking the counts (no closed form). The loss at y is the shortest path of
 # single-record moves (add or remove one record; or move one record, for replace) to a
-# dataset whose quantile is y.
+# dataset having y among its q-quantiles.
 
 
-def quantile_index(counts: tuple[int, ...], q: Fraction) -> int | None:
-    n = sum(counts)
-    if n == 0:
-        return None
-    m = max(1, math.ceil(q * n))
+def order_statistic_index(counts: tuple[int, ...], rank: int) -> int:
     seen = 0
     for index, c in enumerate(counts):
         seen += c
-        if seen >= m:
+        if seen >= rank:
             return index
     raise AssertionError("unreachable")
+
+
+def quantile_indices(counts: tuple[int, ...], q: Fraction) -> range:
+    n = sum(counts)
+    if n == 0:
+        return range(0)
+    lo = max(1, math.ceil(q * n))
+    hi = min(n, math.floor(q * n) + 1)
+    return range(order_statistic_index(counts, lo), order_statistic_index(counts, hi) + 1)
 
 
 def brute_force_loss(counts: tuple[int, ...], q: Fraction, neighbouring: str) -> list[int]:
@@ -43,9 +49,9 @@ def brute_force_loss(counts: tuple[int, ...], q: Fraction, neighbouring: str) ->
     queue = deque([(counts, 0)])
     while queue and any(b is None for b in best):
         state, dist = queue.popleft()
-        index = quantile_index(state, q)
-        if index is not None and best[index] is None:
-            best[index] = dist
+        for index in quantile_indices(state, q):
+            if best[index] is None:
+                best[index] = dist
         for nxt in _moves(state, neighbouring):
             if nxt not in seen:
                 seen.add(nxt)
@@ -125,6 +131,16 @@ def test_loss_zero_exactly_at_the_quantile():
     for neighbouring in ("add_remove", "replace"):
         loss = quantile_loss(counts, rational_level(0.5), neighbouring)
         assert np.flatnonzero(loss == 0).tolist() == [2]
+
+
+def test_loss_zero_on_the_whole_central_gap():
+    # n = 4 records at indices 0, 2, 5, 7: every point from x_(2) (index 2) to x_(3)
+    # (index 5), the gap included, is a median, for either neighbouring relation; one
+    # step outside costs two added/removed records or one replaced record.
+    counts = np.array([1, 0, 1, 0, 0, 1, 0, 1], dtype=np.int64)
+    level = rational_level(0.5)
+    assert quantile_loss(counts, level, "add_remove").tolist() == [2, 2, 0, 0, 0, 0, 2, 2]
+    assert quantile_loss(counts, level, "replace").tolist() == [1, 1, 0, 0, 0, 0, 1, 1]
 
 
 @pytest.mark.parametrize(

@@ -17,6 +17,7 @@ mechanism's coefficient ``c`` (``epsilon / 2`` rounded down) and the exact loss,
 from __future__ import annotations
 
 import math
+import zlib
 
 import numpy as np
 import pytest
@@ -139,16 +140,27 @@ DISTRIBUTIONS = {
 }
 
 
-def _outside(counts: np.ndarray, index: np.ndarray, q: float, radius: int) -> np.ndarray:
-    """Whether grid index lies outside [x_(m - radius), x_(m + radius)] of the snapped data."""
+def _outside(
+    counts: np.ndarray, index: np.ndarray, q: float, radius: int, shift: int = 0
+) -> np.ndarray:
+    """Whether grid index lies outside [x_(lo - radius), x_(hi + radius)] of the snapped data.
+
+    ``shift`` moves both ranks up (a wrong target, for the power check).
+    """
     n = int(counts.sum())
-    p, d = rational_level(q)
-    m = max(1, -((-p * n) // d))
+    lo, hi = _ranks(n, q)
+    lo, hi = min(lo + shift, n), min(hi + shift, n)
     at_or_below = np.cumsum(counts)[index]
     below = at_or_below - counts[index]
-    too_low = (m - radius >= 1) & (at_or_below < m - radius)
-    too_high = (m + radius <= n) & (below >= m + radius)
+    too_low = (lo - radius >= 1) & (at_or_below < lo - radius)
+    too_high = (hi + radius <= n) & (below >= hi + radius)
     return too_low | too_high
+
+
+def _ranks(n: int, q: float) -> tuple[int, int]:
+    """The quantile interval's ranks: lo = max(1, ceil(q n)), hi = min(n, floor(q n) + 1)."""
+    p, d = rational_level(q)
+    return max(1, -((-p * n) // d)), min(n, (p * n) // d + 1)
 
 
 def _binomial_upper_ok(failures: int, beta: float) -> bool:
@@ -159,7 +171,7 @@ def _binomial_upper_ok(failures: int, beta: float) -> bool:
 @pytest.mark.parametrize("q", [0.5, 0.1, 0.9])
 @pytest.mark.parametrize("name", DISTRIBUTIONS.keys())
 def test_rank_error_bound_holds(name, q):
-    data = DISTRIBUTIONS[name](np.random.default_rng(abs(hash(name)) % 2**32))
+    data = DISTRIBUTIONS[name](np.random.default_rng(zlib.crc32(name.encode())))
     counts = GRID.histogram(data)
     confidence = 0.8  # beta = 0.2: a bound loose enough to be tested with 200 runs
     rng = seeded(7)
@@ -175,10 +187,12 @@ def test_rank_error_bound_holds(name, q):
     all_index = np.arange(GRID.size)
     assert float(exact[_outside(counts, all_index, q, radius)].sum()) <= beta
     assert _binomial_upper_ok(int(_outside(counts, index, q, radius).sum()), beta)
-    # Power: at the largest radius whose exact failure probability is >= 0.5 (a bound
-    # that is wrong by a wide margin), the same 200-run test rejects.
-    wrong = max(r for r in range(radius) if exact[_outside(counts, all_index, q, r)].sum() >= 0.5)
-    assert not _binomial_upper_ok(int(_outside(counts, index, q, wrong).sum()), beta)
+    # Power: a bound that is wrong by a wide margin -- the same radius around a target
+    # 2 radius + 1 ranks too high, whose exact failure probability is >= 0.5 -- is
+    # rejected by the same 200-run test.
+    shift = 2 * radius + 1
+    assert exact[_outside(counts, all_index, q, radius, shift)].sum() >= 0.5
+    assert not _binomial_upper_ok(int(_outside(counts, index, q, radius, shift).sum()), beta)
 
 
 def test_radius_matches_the_theorem():
@@ -262,12 +276,11 @@ def test_refined_rank_error_bound_holds(q):
     counts_below = np.searchsorted(fine_data, released, side="left")
     counts_through = np.searchsorted(fine_data, released, side="right")
     n = data.size
-    p, d = rational_level(q)
-    m = max(1, -((-p * n) // d))
+    lo, hi = _ranks(n, q)
 
     def outside(r: int) -> int:
-        low = (m - r >= 1) & (counts_through < m - r)
-        high = (m + r <= n) & (counts_below >= m + r)
+        low = (lo - r >= 1) & (counts_through < lo - r)
+        high = (hi + r <= n) & (counts_below >= hi + r)
         return int((low | high).sum())
 
     assert _binomial_upper_ok(outside(radius), 1.0 - confidence)

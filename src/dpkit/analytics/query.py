@@ -508,7 +508,7 @@ class Query:
         name: str | None = None,
         weight: float = 1.0,
     ) -> Query:
-        """Median of ``column`` (the lower median): :meth:`quantile` at 0.5."""
+        """Median of ``column``: :meth:`quantile` at 0.5."""
         label = name or f"median_{_check_name(column, 'Query.median', 'column')}"
         return self.quantile(
             column, 0.5, bounds=bounds, grid_size=grid_size, name=label, weight=weight

@@ -1,76 +1,82 @@
 """The exact inverse-sensitivity loss of a quantile, from grid counts, in O(1) per grid point.
 
 Definitions. Data ``x`` is a multiset of grid points, ``n = |x|``. The quantile level
-is a rational ``q = p / d`` (``0 <= p <= d``; a float ``q`` is read as the closest
-fraction with denominator at most 2^20, exact for every decimal with up to 6 digits
-such as 0.5, 0.9, 0.95, 0.999). For ``n >= 1`` let ``m(n) = max(1, ceil(q n))`` and
-``f(x) = x_(m(n))``, the ``m``-th smallest. For a grid point ``y`` let ``A``, ``E``,
-``B`` be the numbers of data points below, equal to and above ``y``. The loss is
+is a rational ``q = p / d`` in lowest terms (``0 <= p <= d``; a float ``q`` is read as
+the closest fraction with denominator at most 2^20, exact for every decimal with up to
+6 digits such as 0.5, 0.9, 0.95, 0.999). For ``N >= 1`` let
 
-    ``loss(x, y) = min{ dist(x, z) : f(z) = y }``
+    ``lo(N) = max(1, ceil(q N))``  and  ``hi(N) = min(N, floor(q N) + 1)``
 
-(Asi & Duchi 2020; eq. 4 of the inverse-sensitivity post), where ``dist`` counts
-records added or removed (``"add_remove"``, n private) or records replaced
-(``"replace"``, n public). As a distance to a set it changes by at most 1 between
-neighbours (the post's Lemma 1), for either relation, whatever the data.
+(``hi = lo`` unless ``q N`` is an integer in ``[1, N - 1]``, then ``hi = lo + 1``).
+A point ``y`` is *a q-quantile* of ``z`` when ``z_(lo) <= y <= z_(hi)``: the usual
+quantile interval (for the median of an even number of records, the whole closed gap
+between the two middle records; otherwise a single order statistic). The loss is
 
-When is ``f(z) = y``? With ``A', E', B'`` the counts of ``z`` and ``N' = A'+E'+B'``:
-``f(z) = y`` iff ``A' < m(N') <= A' + E'``. Since ``A'`` is an integer,
-``A' < max(1, ceil(q N'))`` iff ``A' = 0`` or ``A' < q N'``; and, given ``E' >= 1``,
-``max(1, ceil(q N')) <= A' + E'`` iff ``q N' <= A' + E'``. With ``s = d - p``:
+    ``loss(x, y) = min{ dist(x, z) : y is a q-quantile of z }``
 
-    (a) ``A' = 0``  or  ``Phi' := s A' - p (E' + B') < 0``;
-    (b) ``Psi' := p B' - s (A' + E') <= 0``;
-    (c) ``E' >= 1``.
+(Asi & Duchi 2020; eq. 4 of the inverse-sensitivity post, with the quantile as a set-
+valued function), where ``dist`` counts records added or removed (``"add_remove"``,
+n private) or records replaced (``"replace"``, n public). As a distance to a set it
+changes by at most 1 between neighbours (the post's Lemma 1), for either relation,
+whatever the data. Taking the interval rather than one order statistic (say the lower
+median) makes the loss 0 on the whole central gap, symmetric about the middle, instead
+of 0 on one record and 1 on the gap next to it: at the same epsilon it puts
+``exp(epsilon/2)`` more relative mass there.
 
-Add/remove closed form (proof). The cost of reaching counts ``(A', E', B')`` is
-``|A - A'| + |E - E'| + |B - B'|`` (keep what can be kept in each class; points of one
-class are interchangeable for ``f``). Let ``g = max(s, p) > 0`` and ``a0 = [E = 0]``.
-One added or removed record changes ``Phi`` and ``Psi`` by at most ``g`` (by ``s``
-or ``p``, depending on its class), and if ``E = 0`` some record must be added at
-``y`` (by (c)); that one lowers ``Phi`` by exactly ``p`` and ``Psi`` by ``s``.
-(a) and (b) cannot both fail: (a) failing gives ``s A >= p (E + B) >= p B`` and (b)
-failing gives ``p B > s (A + E) >= s A``.
+When is ``y`` a q-quantile of ``z``? Let ``A', E', B'`` be the numbers of records of
+``z`` below, at and above ``y`` and ``N' = A' + E' + B'``. ``z_(lo) <= y`` iff
+``A' + E' >= lo(N')`` and ``y <= z_(hi)`` iff ``A' < hi(N')``. With ``s = d - p``,
+``Phi' := s A' - p (E' + B')`` and ``Psi' := p B' - s (A' + E')``:
 
-* (a) fails (``A >= 1`` and ``Phi >= 0``, too many points below ``y``). Lower
-  bound: a target with ``A' = 0`` costs at least ``A + a0``; any other must lower
-  ``Phi`` by ``Phi + 1``, so costs at least
-  ``a0 + ceil((Phi + 1 - p a0) / g)``. Upper bound: add ``a0`` records at ``y``,
-  then ``ceil(...)`` of the most effective kind (remove below if ``s >= p``, else
-  add at ``y``); this keeps (b): adding at ``y`` lowers ``Psi``, and if ``r >= 1``
-  removals were needed, the last was needed, ``s (A' + 1) >= p (E' + B')``, so
-  ``p B' <= s A' + s - p E' <= s (A' + E')`` because ``s <= d <= d E'``. When
-  ``p >= 1`` that cost is at most ``A + a0`` (the numerator is at most ``s A``),
-  and when ``p = 0`` the target ``A' = 0`` meets (b) trivially, so
+    (a) ``Phi' <= 0``  (``A' <= q N'``),        (b) ``Psi' <= 0``  (``A' + E' >= q N'``),
+    (c) ``A' + E' >= 1``,                          (d) ``E' + B' >= 1``.
 
-      ``loss = min(a0 + max(0, ceil((Phi + 1 - p a0) / g)), A + a0)``.
+Note ``Phi' + Psi' = -d E'``: with ``E' = 0``, (a) and (b) say ``s A' = p B'``.
 
-* (b) fails (``Psi > 0``, too many points above). Every target must lower ``Psi``
-  by ``Psi``: at least ``a0 + max(0, ceil((Psi - s a0) / g))``. The same cost is
-  reached by ``a0`` additions at ``y`` and then removals above (``p >= s``) or
-  additions at ``y`` (``s > p``); this keeps (a): additions at ``y`` lower ``Phi``,
-  and after ``r >= 1`` needed removals ``p (B' + 1) > s (A + E')``, so
-  ``p (E' + B') > s A + d E' - p >= s A``. So that is the loss.
+Add/remove closed form (proof). Reaching counts ``(A', E', B')`` costs
+``|A - A'| + |E - E'| + |B - B'|`` (records of one class are interchangeable). Let
+``g = max(s, p)`` and ``a0 = [E = 0]``. One added or removed record changes ``Phi``
+and ``Psi`` by at most ``g``; adding a record at ``y`` lowers ``Phi`` by exactly ``p``
+and ``Psi`` by ``s``. ``Phi > 0`` and ``Psi > 0`` cannot both hold (their sum is
+``-d E <= 0``). Split the targets by ``E'``:
 
-* Neither fails: ``loss = a0`` (adding a record at ``y`` lowers both potentials).
+* ``E' >= 1`` (then (c), (d) hold). If ``E = 0`` some record must be added at ``y``.
+  If ``Phi > 0`` every such target lowers ``Phi`` by at least ``Phi``, so costs at
+  least ``a0 + max(0, ceil((Phi - p a0) / g))``. That is reached: add ``a0`` records
+  at ``y``, then the rest of the most effective kind -- removals below if ``s >= p``
+  (each lowers ``Phi`` by ``s``), else additions at ``y``. Additions at ``y`` lower
+  ``Psi``; after ``r >= 1`` needed removals below, ``Psi' = -Phi' - d E'`` with
+  ``-Phi' < s`` (the last removal was needed) and ``d E' >= d >= s``, so (b) holds.
+  Symmetrically, if ``Psi > 0``: ``a0 + max(0, ceil((Psi - s a0) / g))``, with
+  removals above if ``p >= s`` (each lowers ``Psi`` by ``p``, raises ``Phi`` by ``p``;
+  ``Phi' = -Psi' - d E' < p - d E' <= 0``). If neither is positive: ``a0``.
+* ``E' = 0`` (only for ``0 < q < 1``; at ``q`` in {0, 1} (a)-(d) force ``E' >= 1``).
+  ``p`` and ``s`` are coprime, so ``s A' = p B'`` with (c), (d) means
+  ``(A', B') = (k p, k s)`` for an integer ``k >= 1``; the cost is
+  ``E + min_k (|A - k p| + |B - k s|)``. The summand is convex piecewise linear in
+  ``k`` with kinks at ``A / p`` and ``B / s``, so the integer minimum over ``k >= 1``
+  is at ``max(1, floor or ceil)`` of one of them: four candidates.
 
-Replacement closed form (n fixed, ``m = m(n)``; the digest's formula):
-``loss = max(0, A - m + 1, m - A - E)`` -- replace the surplus points below by ``y``,
-or points above by ``y`` (``L = A``, ``LE = A + E`` in the digest).
+The loss is the smaller of the two.
+
+Replacement closed form (``n`` fixed, ``lo = lo(n)``, ``hi = hi(n)``): a replacement
+moves one record between classes. If ``A + E < lo``, ``lo - A - E`` records above must
+move to ``y`` (or below), and that suffices; if ``A >= hi``, ``A - hi + 1`` records
+below must move to ``y``; both cannot happen (``lo <= hi``). So
+``loss = max(0, A - hi + 1, lo - A - E)`` (with ``hi = lo`` this is the digest's
+``max(0, L - m + 1, m - LE)``).
 
 Lower bound over a cell (used by the refined sampler, :mod:`dpkit.estimators._refine`).
-Write ``L = A`` and ``LE = A + E`` (n fixed). Then ``Phi = d L - p n`` and
-``Psi = p n - d LE``. Dropping ``a0`` only lowers the add/remove loss (``p <= g``, so
-``1 + ceil((Phi + 1 - p) / g) >= ceil((Phi + 1) / g)``, and ``A + 1 >= A``), and the
-``a0 = 0`` loss equals ``max(T1(L), T2(LE))`` with
-``T1 = [L >= 1, Phi >= 0] min(ceil((Phi + 1) / g), L)`` non-decreasing in ``L`` and
-``T2 = [Psi > 0] ceil(Psi / g)`` non-increasing in ``LE`` (at most one is non-zero,
-as (a) and (b) cannot both fail). The replacement loss is already
-``max(0, L - m + 1, m - LE)``. So for every ``y`` with ``L(y) >= L0`` and
-``LE(y) <= LE1`` the loss is at least the same expressions at ``(L0, LE1)``.
+Write ``L = A`` and ``LE = A + E``, ``n`` fixed, so ``Phi = d L - p n`` and
+``Psi = p n - d LE``. Every target of either kind ends with ``Phi' <= 0`` and
+``Psi' <= 0`` and each step moves them by at most ``g``, so the add/remove loss is at
+least ``max(ceil(Phi / g), ceil(Psi / g), 0)``: non-decreasing in ``L`` and
+non-increasing in ``LE``. The replacement loss ``max(0, L - hi + 1, lo - LE)`` is of
+the same shape. So for every ``y`` with ``L(y) >= L0`` and ``LE(y) <= LE1`` the loss is
+at least the same expressions at ``(L0, LE1)``.
 
-Both are checked against a breadth-first search over datasets for every dataset of
-up to 6 records on a small grid (``tests/estimators/test_quantiles.py``).
+Both closed forms are checked against a breadth-first search over datasets, for every
+dataset of up to 6 records on a small grid (``tests/estimators/test_quantiles.py``).
 
 Integer arithmetic throughout (``int64``): ``d <= 2^20`` and ``n <= 2^40`` keep every
 product below 2^61.
@@ -115,6 +121,26 @@ def _ceil_div(numerator: IntArray, denominator: int) -> IntArray:
     return result
 
 
+def _ranks(n: int, p: int, d: int) -> tuple[int, int]:
+    """``(lo(n), hi(n))`` of the module docstring, for ``n >= 1``."""
+    lo = max(1, -((-p * n) // d))
+    hi = min(n, (p * n) // d + 1)
+    return lo, hi
+
+
+def _gap_cost(below: IntArray, above: IntArray, p: int, s: int) -> IntArray:
+    """``min over k >= 1`` of ``|A - k p| + |B - k s|`` (targets with no record at ``y``).
+
+    Convex piecewise linear in ``k`` with kinks at ``A / p`` and ``B / s``: the integer
+    minimum over ``k >= 1`` is at one of four candidates (module docstring).
+    """
+    best = np.full(below.shape, np.iinfo(np.int64).max, dtype=np.int64)
+    for k in (below // p, _ceil_div(below, p), above // s, _ceil_div(above, s)):
+        k = np.maximum(k, 1)
+        best = np.minimum(best, np.abs(below - k * p) + np.abs(above - k * s))
+    return best
+
+
 def quantile_loss(counts: IntArray, level: tuple[int, int], neighbouring: Neighbouring) -> IntArray:
     """The exact loss at every grid point, from the grid counts (see the module docstring)."""
     p, d = level
@@ -128,18 +154,19 @@ def quantile_loss(counts: IntArray, level: tuple[int, int], neighbouring: Neighb
     equal = counts  # E
     above = n - below - equal  # B
     if neighbouring == "replace":
-        m = max(1, -((-p * n) // d))
-        replaced: IntArray = np.maximum(np.maximum(below - m + 1, m - below - equal), 0)
+        lo, hi = _ranks(n, p, d)
+        replaced: IntArray = np.maximum(np.maximum(below - hi + 1, lo - below - equal), 0)
         return replaced
     s = d - p
     g = max(s, p)
     a0 = (equal == 0).astype(np.int64)
     phi = s * below - p * (equal + above)
     psi = p * above - s * (below + equal)
-    too_low = a0 + np.maximum(0, _ceil_div(phi + 1 - p * a0, g))
-    too_low = np.minimum(too_low, below + a0)
+    too_low = a0 + np.maximum(0, _ceil_div(phi - p * a0, g))
     too_high = a0 + np.maximum(0, _ceil_div(psi - s * a0, g))
-    loss: IntArray = np.where((below >= 1) & (phi >= 0), too_low, np.where(psi > 0, too_high, a0))
+    loss: IntArray = np.where(phi > 0, too_low, np.where(psi > 0, too_high, a0))
+    if 0 < p < d:  # targets with no record at y: y strictly inside a gap of z
+        loss = np.minimum(loss, equal + _gap_cost(below, above, p, s))
     return loss
 
 
@@ -158,13 +185,11 @@ def loss_lower_bound(
     """
     p, d = level
     if neighbouring == "replace":
-        m = max(1, -((-p * n) // d))
-        bound: IntArray = np.maximum(np.maximum(below - m + 1, m - through), 0)
+        lo, hi = _ranks(max(n, 1), p, d)
+        bound: IntArray = np.maximum(np.maximum(below - hi + 1, lo - through), 0)
         return bound
     g = max(d - p, p)
     phi = d * below - p * n
     psi = p * n - d * through
-    low_side = np.where((below >= 1) & (phi >= 0), np.minimum(_ceil_div(phi + 1, g), below), 0)
-    high_side = np.where(psi > 0, _ceil_div(psi, g), 0)
-    result: IntArray = np.maximum(low_side, high_side)
+    result: IntArray = np.maximum(np.maximum(_ceil_div(phi, g), _ceil_div(psi, g)), 0)
     return result

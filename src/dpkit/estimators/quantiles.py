@@ -7,9 +7,11 @@ proves the closed forms), and a grid point is drawn exactly with probability
 ∝ ``exp(-(epsilon/2) loss)``. Total cost O(n + |grid|) time and O(|grid|) memory
 beyond the data.
 
-Quantile convention: for data ``x_(1) <= ... <= x_(n)`` (snapped to the grid) the
-``q``-quantile is ``x_(m)`` with ``m = max(1, ceil(q n))``: the lower median for
-even ``n``, the minimum at ``q = 0``, the maximum at ``q = 1``.
+Quantile convention: for data ``x_(1) <= ... <= x_(n)`` (snapped to the grid) a
+``q``-quantile is any point of ``[x_(lo), x_(hi)]`` with ``lo = max(1, ceil(q n))``
+and ``hi = min(n, floor(q n) + 1)``: the whole gap between the two middle records for
+the median of an even number of records, else the single order statistic ``x_(lo)``
+(the minimum at ``q = 0``, the maximum at ``q = 1``). The loss is 0 on that interval.
 """
 
 from __future__ import annotations
@@ -190,11 +192,12 @@ def quantile_from_counts(
     Accuracy
     --------
     With probability ``>= confidence`` the release lies between the snapped order
-    statistics ``x_(m-k)`` and ``x_(m+k)`` (grid ends beyond the data), with
-    ``k = floor(ln(|grid| / beta) / c)``, ``beta = 1 - confidence``, ``c = epsilon/2``
-    (rounded down): Lemma 3 bounds the loss by ``k``, and ``k`` added/removed (or
-    replaced) records move the ``m``-th order statistic by at most ``k`` ranks
-    (Thm 4 with ``LS^k``). Requires at least one record.
+    statistics ``x_(lo-k)`` and ``x_(hi+k)`` (grid ends beyond the data; ``lo``,
+    ``hi`` as in the module docstring), with ``k = floor(ln(|grid| / beta) / c)``,
+    ``beta = 1 - confidence``, ``c = epsilon/2`` (rounded down): Lemma 3 bounds the
+    loss by ``k``, and ``k`` added/removed (or replaced) records move each order
+    statistic by at most ``k`` ranks (Thm 4 with ``LS^k``). Requires at least one
+    record.
     """
     owner = "quantile_from_counts"
     epsilon = check.check_epsilon(epsilon, owner)
@@ -290,7 +293,8 @@ def quantile(
         mechanism releases a uniformly random grid point for it (every grid point
         has loss 1), so emptiness is protected exactly as any record is.
     q:
-        Quantile level in [0, 1]; ``x_(m)`` with ``m = max(1, ceil(q n))``.
+        Quantile level in [0, 1]; the target is the interval ``[x_(lo), x_(hi)]``,
+        ``lo = max(1, ceil(q n))``, ``hi = min(n, floor(q n) + 1)``.
     bounds:
         Public ``(lower, upper)``, finite, ``lower < upper``; omit when ``grid`` is
         a Grid.
@@ -337,7 +341,7 @@ def quantile(
     Accuracy
     --------
     With probability ``>= confidence``, between the snapped order statistics
-    ``x_(m-k)`` and ``x_(m+k)``, ``k = floor((2/epsilon) ln(|Y| / (1 - confidence)))``
+    ``x_(lo-k)`` and ``x_(hi+k)``, ``k = floor((2/epsilon) ln(|Y| / (1 - confidence)))``
     (Lemma 3 and Thm 4 of the inverse-sensitivity post), where ``Y`` is the fine
     grid (``|F| = (|grid| - 1) 2^20``) when refined, else the grid; refined, the
     order statistics are those of the data snapped to ``F`` (within half a fine step,
@@ -388,7 +392,8 @@ def median(
     refine: bool = True,
     rng: RandomLike | None = None,
 ) -> Release[float]:
-    """Private median: :func:`quantile` at ``q = 1/2`` (the lower median for even n).
+    """Private median: :func:`quantile` at ``q = 1/2`` (for even n, any point between
+    the two middle records is a median: the loss is 0 on that whole gap).
 
     Same parameters, privacy (``epsilon``-DP, ``epsilon^2/8``-zCDP; Asi & Duchi 2020)
     and accuracy (``RankErrorBound``, Thm 4 of the inverse-sensitivity post) as
@@ -464,7 +469,7 @@ def quantiles(
     Accuracy
     --------
     With probability ``>= confidence``, every released value is between
-    ``x_(m_j - k)`` and ``x_(m_j + k)`` for its own rank ``m_j``, with
+    ``x_(lo_j - k)`` and ``x_(hi_j + k)`` for its own ranks ``lo_j``, ``hi_j``, with
     ``k = floor((2K/epsilon) ln(K |Y| / (1 - confidence)))`` (``Y`` the fine grid
     when refined, else the grid); sorting keeps this
     (the target intervals are non-decreasing in ``q``).

@@ -57,8 +57,9 @@ class RankErrorBound:
     """Accuracy of a quantile-like release, stated in ranks of the data.
 
     With probability at least ``confidence``, the released value lies between the
-    order statistics ``x_(m - rank_radius)`` and ``x_(m + rank_radius)`` of the data
-    (after snapping to the output grid), where ``x_(m)`` is the exact answer. In value
+    order statistics ``x_(lo - rank_radius)`` and ``x_(hi + rank_radius)`` of the data
+    (after snapping to the output grid), where ``[x_(lo), x_(hi)]`` is the exact answer
+    (one order statistic, or the gap between the two middle records of a median). In value
     terms the error is at most the local sensitivity ``LS^k(x)`` with
     ``k = rank_radius`` (Asi & Duchi 2020; Thm 4 of the inverse-sensitivity post).
     The radius depends on public parameters only.
