@@ -1,4 +1,5 @@
-"""Black-box audit of a Session count on neighbours that differ by one person with many rows.
+"""Black-box audit of Session counts (rows, distinct values) on neighbours that differ
+by one person with many rows.
 
 The engine part (contribution bounding) runs on the real neighbouring tables in DuckDB;
 the noise part draws many releases from the statistic's calibrated noise, which is
@@ -24,18 +25,21 @@ EPSILON = 1.0
 
 def tables() -> tuple[pd.DataFrame, pd.DataFrame]:
     rng = np.random.default_rng(0)
-    base = pd.DataFrame({"user": np.arange(50), "g": rng.choice(["a", "b"], 50), "x": 1.0})
-    heavy = pd.DataFrame({"user": 999, "g": ["a"] * 40 + ["b"] * 40, "x": 1.0})
+    base = pd.DataFrame(
+        {"user": np.arange(50), "g": rng.choice(["a", "b"], 50), "x": 1.0, "v": np.arange(50) % 5}
+    )
+    # One person with 40 rows, and 40 values no one else holds, in each group.
+    heavy = pd.DataFrame(
+        {"user": 999, "g": ["a"] * 40 + ["b"] * 40, "x": 1.0, "v": 1000 + np.arange(80)}
+    )
     return base, pd.concat([base, heavy])
 
 
-def session_mechanism(planted_bug: bool) -> Any:
+def session_mechanism(planted_bug: bool, statistic: str) -> Any:
     query = (
-        Query()
-        .group_by("g", keys=KeySet.from_values(g=["a", "b"]))
-        .bound(max_groups=1, max_rows=2)
-        .count()
+        Query().group_by("g", keys=KeySet.from_values(g=["a", "b"])).bound(max_groups=1, max_rows=2)
     )
+    query = query.count() if statistic == "count" else query.count_distinct("v")
     exact: dict[int, np.ndarray] = {}
 
     def mechanism(x: pd.DataFrame, n: int, rng: dp.Random) -> np.ndarray:
@@ -56,11 +60,12 @@ def session_mechanism(planted_bug: bool) -> Any:
     return mechanism
 
 
+@pytest.mark.parametrize("statistic", ["count", "count_distinct"])
 @pytest.mark.parametrize("planted_bug", [False, True], ids=["correct", "bounding-disabled"])
-def test_audit_session_count(planted_bug: bool) -> None:
+def test_audit_session_count(planted_bug: bool, statistic: str) -> None:
     x, x_prime = tables()
     result = audit(
-        session_mechanism(planted_bug),
+        session_mechanism(planted_bug, statistic),
         x_prime,
         x,
         samples=100_000,

@@ -137,3 +137,72 @@ def test_sensitivity_holds_for_adversarial_persons() -> None:
             tight = tight or abs(new[1] - old[1]) == m * row_bound
         assert changed <= k
     assert tight
+
+
+# ------------------------------------------------- count of distinct values per person
+
+
+def distinct_query(max_groups: int, max_rows: int) -> Query:
+    return (
+        Query()
+        .group_by("g", keys=KeySet.from_values(g=GROUPS))
+        .bound(max_groups=max_groups, max_rows=max_rows)
+        .count()
+        .count_distinct("v")
+    )
+
+
+def run_distinct(df: pd.DataFrame, max_groups: int, max_rows: int) -> dict:
+    session = dp.Session.from_pandas(df, privacy_unit="user", budget=dp.PureDP(1.0), rng=1)
+    compiled = session._compile(distinct_query(max_groups, max_rows), 1.0, salt=5)
+    return session._engine.aggregate(compiled.plan)
+
+
+def person_values(user: int, groups: list[str], distinct: int, repeats: int) -> pd.DataFrame:
+    values = [f"{user}-{i}" for i in range(distinct)] * repeats
+    return pd.DataFrame(
+        {"user": user, "g": np.repeat(groups, len(values)), "v": values * len(groups)}
+    )
+
+
+@pytest.mark.parametrize(("max_groups", "max_rows"), [(1, 1), (3, 4), (12, 50)], ids=str)
+def test_distinct_values_bounded_per_person_and_group(max_groups: int, max_rows: int) -> None:
+    # One person with 9 distinct values (each on 3 rows) in 12 groups: each kept group
+    # counts min(9, m) distinct values, in min(k, 12) groups.
+    out = run_distinct(person_values(3, GROUPS[:12], distinct=9, repeats=3), max_groups, max_rows)
+    assert len(out) == min(max_groups, 12)
+    assert all(v[1] == min(9, max_rows) for v in out.values())
+
+
+def test_distinct_values_shared_between_persons_count_once() -> None:
+    shared = pd.concat(
+        [person_values(u, GROUPS[:1], distinct=4, repeats=2) for u in (1, 2)], ignore_index=True
+    )
+    shared["v"] = shared["v"].str.split("-").str[1]  # both persons hold values 0..3
+    out = run_distinct(shared, max_groups=1, max_rows=10)
+    assert out[(GROUPS[0],)][1] == 4
+
+
+def test_distinct_sensitivity_of_one_person_is_max_rows() -> None:
+    # Adding a person changes every group's distinct count by at most m, in at most k
+    # groups, whatever the others hold (the rule is local to the person).
+    others = pd.concat(
+        [person_values(u, GROUPS[:6], distinct=5, repeats=2) for u in range(4)], ignore_index=True
+    )
+    newcomer = person_values(99, GROUPS[:6], distinct=30, repeats=1)
+    before = run_distinct(others, max_groups=2, max_rows=7)
+    after = run_distinct(pd.concat([others, newcomer], ignore_index=True), 2, 7)
+    changes = [after[key][1] - before.get(key, [0, 0])[1] for key in after]
+    assert all(0 <= c <= 7 for c in changes)
+    assert sum(c > 0 for c in changes) <= 2
+    assert sum(changes) == 2 * 7  # the newcomer's kept values are all new
+
+
+def test_distinct_noise_is_calibrated_to_max_rows() -> None:
+    session = dp.Session.from_pandas(
+        person_values(1, GROUPS[:2], 3, 1), privacy_unit="user", budget=dp.PureDP(1.0)
+    )
+    compiled = session._compile(distinct_query(2, 7), 1.0, salt=5)
+    count_spec, distinct_spec = compiled.specs
+    # Same per-person reach as the row count: k groups times m rows or values.
+    assert distinct_spec.noise == count_spec.noise

@@ -100,18 +100,13 @@ def _check_column(name: str, schema: Mapping[str, str], owner: str, numeric: boo
 
 
 def _statistics_of(
-    agg: Aggregation, unit_session: bool, bounds: tuple[float, float] | None
+    agg: Aggregation, bounds: tuple[float, float] | None
 ) -> list[tuple[str, Statistic]]:
     if agg.kind == "count":
         return [("count", Statistic("rows"))]
     if agg.kind == "count_distinct":
         if agg.column is None:
             return [("units", Statistic("units"))]
-        if unit_session:
-            raise InvalidParameter(
-                "count_distinct(column) needs a Session with one row per person "
-                "(privacy_unit=None); count distinct persons with count_distinct()."
-            )
         return [("distinct", Statistic("distinct", quote(agg.column)))]
     assert bounds is not None and agg.column is not None
     low, high = bounds
@@ -278,7 +273,7 @@ def compile_query(
             )
             if bounds is None:
                 bounds = agg.private.search_range
-        parts = _statistics_of(agg, unit is not None, bounds)
+        parts = _statistics_of(agg, bounds)
         share = agg_share / len(parts)
         for role, stat in parts:
             per_row_groups = max_groups
@@ -287,7 +282,11 @@ def compile_query(
             else:
                 factor = math.sqrt(per_row_groups) * max_rows / math.sqrt(2.0 * float(share))
             gridded = _with_grid(stat, role, factor)
-            rows_per_group = 1 if stat.op in ("units", "distinct") else max_rows
+            # A person adds one unit, at most max_rows rows or values, and (with a
+            # privacy unit) at most max_rows distinct values of a column per group;
+            # with one row per person, one distinct value.
+            one_each = stat.op == "units" or (stat.op == "distinct" and unit is None)
+            rows_per_group = 1 if one_each else max_rows
             noise = calibrate_noise(
                 noise_kind, share, rows_per_group * gridded.row_bound(), max_groups
             )

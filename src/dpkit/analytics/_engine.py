@@ -116,6 +116,10 @@ def _value_sql(stat: Statistic) -> str:
     return f"CASE WHEN {skip} THEN NULL ELSE {scaled} END"
 
 
+#: DuckDB's arg_min(x, key, n) takes n below 10^6; larger row bounds use a window.
+_ARG_MIN_LIMIT = 1_000_000
+
+
 class DuckDBEngine:
     """DuckDB engine over one table or view of a connection.
 
@@ -211,13 +215,18 @@ class DuckDBEngine:
         base = f"SELECT {', '.join(select) or '1 AS __one'} FROM ({source}) AS __src"
         if where:
             base += " WHERE " + " AND ".join(where)
-        ctes = [f"__base AS ({base})"]
+        # NOT MATERIALIZED: the row-level CTEs are read twice by the quantile path
+        # (group selection, then the rows); DuckDB would otherwise materialise every
+        # row (3.4 GB at 10^8 rows; 1.4 GB without, and faster).
+        ctes = [f"__base AS NOT MATERIALIZED ({base})"]
         if plan.keys is not None and len(groups) == 1:
             # One key column: an IN list (measured faster in DuckDB than a SEMI JOIN
             # with a VALUES table on 10^7 rows; benchmarks/results/session.md).
             params.extend(key[0] for key in plan.keys.keys)
             marks = ", ".join("?" for _ in plan.keys.keys)
-            ctes.append(f"__kept AS (SELECT * FROM __base WHERE {groups[0]} IN ({marks}))")
+            ctes.append(
+                f"__kept AS NOT MATERIALIZED (SELECT * FROM __base WHERE {groups[0]} IN ({marks}))"
+            )
             rows_from = "__kept"
         elif plan.keys is not None:
             placeholders = ", ".join(
@@ -228,7 +237,10 @@ class DuckDBEngine:
             names = ", ".join(f"__k{i}" for i in range(len(groups)))
             ctes.append(f"__keys({names}) AS (VALUES {placeholders})")
             cond = " AND ".join(f"b.{g} = k.__k{i}" for i, g in enumerate(groups))
-            ctes.append(f"__kept AS (SELECT b.* FROM __base b SEMI JOIN __keys k ON {cond})")
+            ctes.append(
+                f"__kept AS NOT MATERIALIZED (SELECT b.* FROM __base b SEMI JOIN __keys k "
+                f"ON {cond})"
+            )
             rows_from = "__kept"
         else:
             rows_from = "__base"
@@ -252,14 +264,27 @@ class DuckDBEngine:
                     f"ORDER BY hash({plan.salt}, {pair_keys}){gl}) <= {plan.max_groups})"
                 )
                 ctes.append(
-                    f"__grows AS (SELECT r.* FROM {rows_from} r SEMI JOIN __gsel p ON {join})"
+                    f"__grows AS NOT MATERIALIZED (SELECT r.* FROM {rows_from} r "
+                    f"SEMI JOIN __gsel p ON {join})"
                 )
                 rows_from = "__grows"
-            if spec.kind == "quantile":
+            if spec.kind == "quantile" and plan.max_rows >= _ARG_MIN_LIMIT:
                 ctes.append(
                     f"__vals AS (SELECT __xr{gl} FROM {rows_from} WHERE __xr IS NOT NULL "
                     f"QUALIFY row_number() OVER (PARTITION BY {pair_keys} ORDER BY "
                     f"hash({plan.salt}, {pair_keys}, __xr)) <= {plan.max_rows})"
+                )
+            elif spec.kind == "quantile":
+                # Each pair keeps the m values of smallest keyed hash (ties: any of the
+                # tied rows, which hold the same value). A bounded aggregate keeps at most
+                # m values per pair in memory; a row_number() window over all rows made
+                # DuckDB materialise every row (3.6 GB at 10^8 rows;
+                # benchmarks/results/session.md).
+                groups_out = "".join(f"{g}, " for g in groups)
+                ctes.append(
+                    f"__vals AS (SELECT {groups_out}unnest(arg_min(__xr, hash({plan.salt}, "
+                    f"{pair_keys}, __xr), {plan.max_rows})) AS __xr FROM {rows_from} "
+                    f"WHERE __xr IS NOT NULL GROUP BY {pair_keys})"
                 )
             else:
                 ctes.append(
@@ -322,6 +347,7 @@ class DuckDBEngine:
 
     def _bounded(self, plan: Plan, groups: list[str], rows_from: str, ctes: list[str]) -> str:
         m, k, salt = plan.max_rows, plan.max_groups, plan.salt
+        row_source = rows_from
         pair_keys = ", ".join(["__u", *groups])
         sums = [i for i, s in enumerate(plan.statistics) if s.op in ("values", "fixed_sum")]
         pair_aggs = ["count(*) AS __c"]
@@ -359,23 +385,75 @@ class DuckDBEngine:
             rows_from = "__ranked"
         else:
             rows_from = "__bounded"
-        aggs = []
+        distinct = [i for i, stat in enumerate(plan.statistics) if stat.op == "distinct"]
+        keys = ", ".join(groups)
+        main = (
+            f"SELECT {keys + ', ' if groups else ''}{', '.join(self._main_columns(plan))} "
+            f"FROM {rows_from}" + (f" GROUP BY {keys}" if groups else "")
+        )
+        if not distinct:
+            return main
+        for i in distinct:
+            self._distinct_values(plan, groups, row_source, rows_from, ctes, i)
+        # Statistics in plan order: distinct counts from their CTEs (0 for a group whose
+        # kept persons have no non-NULL value), the others from the pairs' aggregate.
+        joins = "".join(
+            f" LEFT JOIN __dist{i} AS __d{i} ON "
+            + (" AND ".join(f"__m.{g} IS NOT DISTINCT FROM __d{i}.{g}" for g in groups) or "TRUE")
+            for i in distinct
+        )
+        selected = [f"__m.{g}" for g in groups]
+        selected += [
+            f"coalesce(__d{i}.__n, 0)" if i in distinct else f"__m.__a{i}"
+            for i in range(len(plan.statistics))
+        ]
+        return f"SELECT {', '.join(selected)} FROM ({main}) AS __m{joins}"
+
+    @staticmethod
+    def _main_columns(plan: Plan) -> list[str]:
+        """The per-group aggregates over the bounded pairs, named ``__a{i}``."""
+        out = []
         for i, stat in enumerate(plan.statistics):
             if stat.op == "rows":
-                aggs.append("sum(__c)")
+                out.append(f"sum(__c) AS __a{i}")
             elif stat.op == "units":
-                aggs.append("count(*)")
+                out.append(f"count(*) AS __a{i}")
             elif stat.op in ("values", "fixed_sum"):
-                aggs.append(f"sum(__s{i})")
-            else:
-                raise DataError(
-                    "count_distinct of a column needs a Session with one row per person "
-                    "(privacy_unit=None); count distinct persons with count_distinct()."
-                )
-        if not groups:
-            return f"SELECT {', '.join(aggs)} FROM {rows_from}"
+                out.append(f"sum(__s{i}) AS __a{i}")
+        return out
+
+    @staticmethod
+    def _distinct_values(
+        plan: Plan, groups: list[str], row_source: str, pairs: str, ctes: list[str], i: int
+    ) -> None:
+        """CTE ``__dist{i}``: per group, the number of distinct values of statistic ``i``
+        when every person keeps at most ``max_rows`` of its distinct values per group
+        (those of smallest keyed hash: a rule on that person's rows alone) in the groups
+        the pairs kept. A person then changes a group's count by at most ``max_rows``."""
+        m, salt = plan.max_rows, plan.salt
+        pair_keys = ", ".join(["__u", *groups])
+        ctes.append(
+            f"__dv{i} AS (SELECT DISTINCT {pair_keys}, __v{i} AS __v FROM {row_source} "
+            f"WHERE __v{i} IS NOT NULL)"
+        )
+        if groups:
+            join = " AND ".join(f"v.{c} = p.{c}" for c in ["__u", *groups])
+            ctes.append(f"__dvk{i} AS (SELECT v.* FROM __dv{i} v SEMI JOIN {pairs} p ON {join})")
+            source = f"__dvk{i}"
+        else:
+            source = f"__dv{i}"
+        ctes.append(
+            f"__dvb{i} AS (SELECT * FROM {source} QUALIFY row_number() OVER "
+            f"(PARTITION BY {pair_keys} ORDER BY hash({salt}, {pair_keys}, __v), __v) <= {m})"
+        )
         keys = ", ".join(groups)
-        return f"SELECT {keys}, {', '.join(aggs)} FROM {rows_from} GROUP BY {keys}"
+        if groups:
+            ctes.append(
+                f"__dist{i} AS (SELECT {keys}, count(DISTINCT __v) AS __n FROM __dvb{i} "
+                f"GROUP BY {keys})"
+            )
+        else:
+            ctes.append(f"__dist{i} AS (SELECT count(DISTINCT __v) AS __n FROM __dvb{i})")
 
     # ------------------------------------------------------------------ run
     def check(self, plan: Plan) -> None:

@@ -344,8 +344,13 @@ class Query:
     def count_distinct(
         self, column: str | None = None, *, name: str | None = None, weight: float = 1.0
     ) -> Query:
-        """Number of distinct persons (``column=None``), or of distinct values of ``column``
-        (only for Sessions with one row per person)."""
+        """Number of distinct persons (``column=None``), or of distinct values of ``column``.
+
+        With a privacy unit, each person keeps at most ``max_rows`` of its distinct
+        values in each of its kept groups (those of smallest keyed hash, a rule on the
+        person's own rows), so one person moves a group's count by at most
+        ``max_rows``; with one row per person, by at most 1.
+        """
         owner = "Query.count_distinct"
         col = None if column is None else _check_name(column, owner, "column")
         label = name or ("count_distinct" if col is None else f"count_distinct_{col}")
