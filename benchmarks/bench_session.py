@@ -134,7 +134,7 @@ assert len(result.columns['grp']) == {GROUPS}
 
 def dpkit_session_order(path: Path) -> str:
     # Not the issue's workload: a median and a mean with privately found bounds, whose
-    # quantile histograms keep real rows (a window over all rows per person).
+    # quantile histograms keep real rows (each pair's m values of smallest keyed hash).
     return f"""
 import dpkit as dp
 from dpkit.analytics import KeySet, Query

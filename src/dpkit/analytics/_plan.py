@@ -11,7 +11,8 @@ per group. Every statistic is an integer so that noise can be added exactly:
 ``fixed_sum``  sum over rows of ``round(clamp(x, lo, hi) * inv) - center``, NULL/NaN
                rows skipped; with ``square=True`` the summand is
                ``round(clamp((clamp(x, lo, hi) - mid)^2, 0, r^2) * inv) - center``
-``distinct``   number of distinct non-NULL values of a column (one row per person only)
+``distinct``   number of distinct non-NULL values of a column (with a privacy unit, at most
+               ``max_rows`` distinct values per person and group, by keyed hash)
 
 The fixed-point grid ``1 / inv`` is a power of two: clamped values are rounded to it
 per row and summed as exact integers by the engine (HUGEINT in DuckDB), so the sum does
