@@ -7,8 +7,12 @@ exceeds the claim.
 * :func:`audit` -- black-box auditing on a neighbouring pair with threshold,
   histogram or trained-classifier attacks and exact Clopper-Pearson bounds
   (Kairouz, Oh & Viswanath 2015; DP-Sniper, Bichsel et al. 2021).
-* :func:`one_run_epsilon`, :func:`one_run_audit`, :func:`audit_gaussian_sum_one_run`
-  -- auditing with one run (Steinke, Nasr & Jagielski 2023).
+* :func:`sniper_audit` -- DP-Sniper (Bichsel et al. 2021): a trained classifier, a
+  threshold chosen for power with randomized tie-breaking, a search over candidate
+  neighbouring pairs, and a final estimate on fresh samples.
+* :func:`one_run_epsilon`, :func:`one_run_audit`, :func:`audit_gaussian_sum_one_run`,
+  :func:`audit_dpsgd_one_run` -- auditing with one run (Steinke, Nasr & Jagielski 2023),
+  white-box and on a DP-SGD training run.
 * :func:`reachability_attack`, :func:`reachable_from`, :func:`textbook_laplace` --
   Mironov's (2012) floating-point attack on the textbook Laplace mechanism.
 * :mod:`dpkit.audit.bounds` -- Clopper-Pearson bounds and the epsilon bound from
@@ -22,6 +26,7 @@ from dpkit.audit.bounds import (
     epsilon_from_rates,
     epsilon_lower_bound,
 )
+from dpkit.audit.dpsgd import DPSGDAuditResult, audit_dpsgd_one_run
 from dpkit.audit.float_attack import (
     ReachabilityResult,
     reachability_attack,
@@ -38,24 +43,36 @@ from dpkit.audit.one_run import (
     one_run_epsilon,
     p_value,
 )
+from dpkit.audit.sniper import (
+    SniperResult,
+    logistic_classifier,
+    neighbouring_patterns,
+    sniper_audit,
+)
 
 __all__ = [
     "AuditResult",
+    "DPSGDAuditResult",
     "OneRunResult",
     "ReachabilityResult",
+    "SniperResult",
     "audit",
+    "audit_dpsgd_one_run",
     "audit_gaussian_sum_one_run",
     "clopper_pearson_lower",
     "clopper_pearson_upper",
     "epsilon_from_rates",
     "epsilon_lower_bound",
     "guesses",
+    "logistic_classifier",
+    "neighbouring_patterns",
     "one_run_audit",
     "one_run_epsilon",
     "p_value",
     "reachability_attack",
     "reachable_from",
     "reachable_on_grid",
+    "sniper_audit",
     "textbook_laplace",
     "textbook_laplace_from_uniform",
 ]
