@@ -34,6 +34,7 @@ from dpkit import (
 from dpkit.accounting import (
     RDP,
     ZCDP,
+    AdvancedCompositionFilter,
     ApproxDP,
     ApproxDPFilter,
     PureDP,
@@ -128,6 +129,7 @@ __version__ = "0.1.0"
 __all__ = [
     "RDP",
     "ZCDP",
+    "AdvancedCompositionFilter",
     "ApproxDP",
     "ApproxDPFilter",
     "BudgetExceeded",

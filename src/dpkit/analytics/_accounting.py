@@ -17,13 +17,33 @@ Budget kinds (the ledger's currency)
     selection when the Session is created; the rest, ``delta - delta_sel``, converts
     the zCDP budget: ``rho_g`` is the largest rho with
     ``ZCDP(rho).to_approx(delta - delta_sel).epsilon <= eps`` (Canonne, Kamath &
-    Steinke 2020, Cor. 13 -- never the loose ``eps^2/2`` bounds). A fixed pair
-    ``(rho_g, delta_sel)`` checked by ``sum rho <= rho_g`` and ``sum delta <= delta_sel``
-    is a filter for approximate zCDP under fully adaptive composition (Whitehouse,
-    Ramdas, Rogers & Wu 2022); the interaction is then ``delta_sel``-approximately
-    ``rho_g``-zCDP, which implies ``(eps, delta)``-DP (Bun & Steinke 2016: approximate
-    zCDP plus the conversion at ``delta - delta_sel``). The split is fixed before any
-    query: a data-dependent, moving split would not be covered by that theorem.
+    Steinke 2020, Cor. 13 -- never the loose ``eps^2/2`` bounds). Why the Session is
+    then ``(eps, delta)``-DP:
+
+    1. Each query is ``rho_q``-zCDP and each key selection ``delta_q``-approximately
+       ``rho_q``-zCDP (Bun & Steinke 2016, Def. 8.1; see :func:`selection_threshold`),
+       given everything released before.
+    2. Refusing any query that would take ``sum rho`` past ``rho_g`` or ``sum delta``
+       past ``delta_sel`` is the approximate-zCDP privacy filter of Whitehouse,
+       Ramdas, Rogers & Wu, "Fully-adaptive composition in differential privacy"
+       (ICML 2023), Theorem 1: with budgets fixed in advance it makes the whole
+       interaction ``delta_sel``-approximately ``rho_g``-zCDP, however the analyst
+       chooses queries and budgets. (Theorem number and form as OpenDP's proof of
+       fully adaptive approximate-zCDP composition cites them; the paper's text
+       could not be checked here, see ``shared/papers/wrrw22-filters.md``.) The
+       theorem stops the interaction at the first crossing; a refused query here
+       does not, but refusals depend only on earlier budgets, so the accepted
+       queries are themselves an adaptive sequence that never crosses, which the
+       theorem covers.
+    3. ``delta_sel``-approximate ``rho_g``-zCDP implies ``(eps, delta)``-DP with
+       ``eps`` the CKS20 conversion of ``rho_g`` at ``delta - delta_sel``: write
+       ``M(x) = (1 - delta_sel) L + delta_sel E`` (same for ``x'``, with ``L`` and
+       ``L'`` ``rho_g``-zCDP close); then ``M(x)(S) <= (1 - delta_sel) (e^eps L'(S)
+       + delta - delta_sel) + delta_sel <= e^eps M(x')(S) + delta``
+       (:meth:`dpkit.accounting.filters.ApproxZCDP.to_approx`).
+
+    The split is fixed before any query: a data-dependent, moving split would not be
+    covered by that theorem.
 
 Noise and errors are integer: counts are integers, and sums are exact integer sums of
 values clamped and rounded to a fixed-point grid (see :mod:`dpkit.analytics._engine`),
