@@ -15,11 +15,14 @@ exceeds the claim.
   white-box and on a DP-SGD training run.
 * :func:`reachability_attack`, :func:`reachable_from`, :func:`textbook_laplace` --
   Mironov's (2012) floating-point attack on the textbook Laplace mechanism.
+* :func:`float_sum_neighbours`, :func:`naive_clamped_sum`, :func:`float_sum_gap` --
+  the floating-point summation attack (Casacuberta, Shoemate, Vadhan & Wagaman 2022)
+  against a naive clamped sum, and the Session's exact integer sums as the control.
 * :mod:`dpkit.audit.bounds` -- Clopper-Pearson bounds and the epsilon bound from
   a test's error rates.
 """
 
-from dpkit.audit.blackbox import AuditResult, audit
+from dpkit.audit.blackbox import AuditOutputs, AuditResult, audit
 from dpkit.audit.bounds import (
     clopper_pearson_lower,
     clopper_pearson_upper,
@@ -49,10 +52,20 @@ from dpkit.audit.sniper import (
     neighbouring_patterns,
     sniper_audit,
 )
+from dpkit.audit.sum_attack import (
+    FloatSumGap,
+    float_sum_gap,
+    float_sum_neighbours,
+    float_sum_sensitivity,
+    naive_clamped_sum,
+    session_sum_mechanism,
+)
 
 __all__ = [
+    "AuditOutputs",
     "AuditResult",
     "DPSGDAuditResult",
+    "FloatSumGap",
     "OneRunResult",
     "ReachabilityResult",
     "SniperResult",
@@ -63,8 +76,12 @@ __all__ = [
     "clopper_pearson_upper",
     "epsilon_from_rates",
     "epsilon_lower_bound",
+    "float_sum_gap",
+    "float_sum_neighbours",
+    "float_sum_sensitivity",
     "guesses",
     "logistic_classifier",
+    "naive_clamped_sum",
     "neighbouring_patterns",
     "one_run_audit",
     "one_run_epsilon",
@@ -72,6 +89,7 @@ __all__ = [
     "reachability_attack",
     "reachable_from",
     "reachable_on_grid",
+    "session_sum_mechanism",
     "sniper_audit",
     "textbook_laplace",
     "textbook_laplace_from_uniform",

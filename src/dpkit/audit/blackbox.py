@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -43,7 +43,7 @@ from dpkit.audit.bounds import epsilon_from_rates
 from dpkit.errors import DataError, InvalidParameter
 from dpkit.random import Random, RandomLike, as_random
 
-__all__ = ["AuditResult", "Mechanism", "ScoreFunction", "Trainer", "audit"]
+__all__ = ["AuditOutputs", "AuditResult", "Mechanism", "ScoreFunction", "Trainer", "audit"]
 
 FloatArray = npt.NDArray[np.float64]
 #: A mechanism under audit: ``mechanism(x, n, rng)`` returns ``n`` independent outputs
@@ -61,6 +61,25 @@ _EXTREME_CANDIDATES = 64  # order statistics at each end of each sample (rare re
 _HISTOGRAM_BINS_1D = 256
 _HISTOGRAM_BINS_PER_COLUMN = 16
 _CATEGORICAL_MAX = 256
+
+
+@dataclass(frozen=True, slots=True)
+class AuditOutputs:
+    """The estimation samples an audit's bound was computed from (``keep_outputs=True``).
+
+    Attributes
+    ----------
+    x, x_prime:
+        The outputs of M(x) and M(x') (first axis: one row per draw).
+    scores_x, scores_x_prime:
+        Their attack scores; the test's region is ``{score > threshold}``
+        (for ``attack="threshold"`` the score is the output itself).
+    """
+
+    x: npt.NDArray[Any]
+    x_prime: npt.NDArray[Any]
+    scores_x: FloatArray
+    scores_x_prime: FloatArray
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +108,9 @@ class AuditResult:
         Their Clopper-Pearson upper bounds.
     epsilon_estimate:
         The plug-in value of the same formula (no confidence; for orientation only).
+    outputs:
+        The estimation samples and their scores when ``audit(..., keep_outputs=True)``
+        (for plots, e.g. ``dpkit audit --plot``), else None.
     """
 
     epsilon_lower_bound: float
@@ -106,6 +128,7 @@ class AuditResult:
     fpr_upper: float
     fnr_upper: float
     epsilon_estimate: float
+    outputs: AuditOutputs | None = field(default=None, repr=False, compare=False)
 
     def refutes(self, epsilon: float) -> bool:
         """Whether the audit refutes an ``(epsilon, delta)`` claim at its confidence."""
@@ -264,6 +287,7 @@ def audit(
     correction: Literal["split", "bonferroni"] = "split",
     thresholds: Sequence[float] | None = None,
     selection_fraction: float = 0.5,
+    keep_outputs: bool = False,
     rng: RandomLike | None = None,
 ) -> AuditResult:
     """Audit a mechanism on one neighbouring pair: a lower bound on epsilon at ``delta``.
@@ -298,6 +322,9 @@ def audit(
         The fixed candidate thresholds for ``"bonferroni"``, chosen before sampling.
     selection_fraction:
         Share of the samples used to choose the test with ``"split"``, in (0, 1).
+    keep_outputs:
+        Keep the estimation samples and their scores in ``result.outputs`` (memory:
+        all of them).
     rng:
         Random source for the mechanism's draws.
 
@@ -334,8 +361,9 @@ def audit(
     if correction == "bonferroni":
         fixed = _fixed_thresholds(attack, thresholds)
         streams = random.spawn(2)
-        est_x = _threshold_score(_draw(mechanism, x, samples, streams[0], "x"))
-        est_xp = _threshold_score(_draw(mechanism, x_prime, samples, streams[1], "x_prime"))
+        raw_x = _draw(mechanism, x, samples, streams[0], "x")
+        raw_xp = _draw(mechanism, x_prime, samples, streams[1], "x_prime")
+        est_x, est_xp = _threshold_score(raw_x), _threshold_score(raw_xp)
         level = alpha / (4 * fixed.size)
         grid = _bounds_for(est_x, est_xp, fixed, delta, level)
         row, column = np.unravel_index(int(np.argmax(grid)), grid.shape)
@@ -350,6 +378,7 @@ def audit(
             samples,
             name,
             correction,
+            AuditOutputs(raw_x, raw_xp, est_x, est_xp) if keep_outputs else None,
         )
     if correction != "split":
         raise InvalidParameter.for_parameter(
@@ -377,8 +406,9 @@ def audit(
     row, column = np.unravel_index(int(np.argmax(grid)), grid.shape)
     # Fresh randomness for estimation: the chosen test depends on the selection batch only.
     n_estimate = samples - n_select
-    est_x = _scores(score, _draw(mechanism, x, n_estimate, streams[2], "x"))
-    est_xp = _scores(score, _draw(mechanism, x_prime, n_estimate, streams[3], "x_prime"))
+    raw_x = _draw(mechanism, x, n_estimate, streams[2], "x")
+    raw_xp = _draw(mechanism, x_prime, n_estimate, streams[3], "x_prime")
+    est_x, est_xp = _scores(score, raw_x), _scores(score, raw_xp)
     return _result(
         est_x,
         est_xp,
@@ -390,6 +420,7 @@ def audit(
         samples,
         name,
         correction,
+        AuditOutputs(raw_x, raw_xp, est_x, est_xp) if keep_outputs else None,
     )
 
 
@@ -421,6 +452,7 @@ def _result(
     samples: int,
     attack: str,
     correction: str,
+    outputs: AuditOutputs | None = None,
 ) -> AuditResult:
     pos, neg = (est_x, est_xp) if row == 0 else (est_xp, est_x)
     false_positives = int(np.count_nonzero(neg > threshold))
@@ -447,4 +479,5 @@ def _result(
         fpr_upper=fpr_upper,
         fnr_upper=fnr_upper,
         epsilon_estimate=estimate if math.isfinite(estimate) else math.inf,
+        outputs=outputs,
     )
