@@ -76,7 +76,9 @@ def dataset(rows: int) -> Path:
 def duckdb_plain(path: Path) -> str:
     return f"""
 import duckdb
-rows = duckdb.connect().execute(
+con = duckdb.connect()
+con.execute("SET enable_progress_bar = false")
+rows = con.execute(
     "SELECT grp, count(*), sum(least(greatest(amount, 0), 100)) "
     "FROM read_parquet('{path}') GROUP BY grp"
 ).fetchall()
@@ -88,7 +90,9 @@ def duckdb_pairs(path: Path) -> str:
     # The floor of any correct bounding: one aggregation per (person, group) pair.
     return f"""
 import duckdb
-rows = duckdb.connect().execute(
+con = duckdb.connect()
+con.execute("SET enable_progress_bar = false")
+rows = con.execute(
     "SELECT count(*) FROM (SELECT user_id, grp, count(*), "
     "sum(least(greatest(amount, 0), 100)) FROM read_parquet('{path}') GROUP BY user_id, grp)"
 ).fetchall()

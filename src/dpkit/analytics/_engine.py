@@ -23,8 +23,9 @@ depends only on that unit's rows and a secret per-query salt ``s``:
 4. Final ``GROUP BY g``.
 
 Statistics that need real rows (grid histograms for quantiles) keep, for a pair with
-more than ``m`` rows, the ``m`` rows of smallest ``hash(u, g, row values, s)``; their
-groups are chosen by the same step 3.
+more than ``m`` non-missing values, the ``m`` of smallest keyed hash
+``hash(hash(s, u, g, x))`` (a bounded ``arg_min`` aggregate per pair, no window over the
+rows); their groups are chosen by the same rule as step 3.
 
 Rows whose privacy unit or a group key is NULL are dropped (they cannot be attributed
 to a person, and dropping rows one by one is stable). Nothing but per-group aggregates
@@ -116,7 +117,7 @@ def _value_sql(stat: Statistic) -> str:
     return f"CASE WHEN {skip} THEN NULL ELSE {scaled} END"
 
 
-#: DuckDB's arg_min(x, key, n) takes n below 10^6; larger row bounds use a window.
+#: DuckDB's arg_min(x, key, n) takes n below 10^6 (larger row bounds: see _kept_values).
 _ARG_MIN_LIMIT = 1_000_000
 
 
@@ -268,24 +269,8 @@ class DuckDBEngine:
                     f"SEMI JOIN __gsel p ON {join})"
                 )
                 rows_from = "__grows"
-            if spec.kind == "quantile" and plan.max_rows >= _ARG_MIN_LIMIT:
-                ctes.append(
-                    f"__vals AS (SELECT __xr{gl} FROM {rows_from} WHERE __xr IS NOT NULL "
-                    f"QUALIFY row_number() OVER (PARTITION BY {pair_keys} ORDER BY "
-                    f"hash({plan.salt}, {pair_keys}, __xr)) <= {plan.max_rows})"
-                )
-            elif spec.kind == "quantile":
-                # Each pair keeps the m values of smallest keyed hash (ties: any of the
-                # tied rows, which hold the same value). A bounded aggregate keeps at most
-                # m values per pair in memory; a row_number() window over all rows made
-                # DuckDB materialise every row (3.6 GB at 10^8 rows;
-                # benchmarks/results/session.md).
-                groups_out = "".join(f"{g}, " for g in groups)
-                ctes.append(
-                    f"__vals AS (SELECT {groups_out}unnest(arg_min(__xr, hash({plan.salt}, "
-                    f"{pair_keys}, __xr), {plan.max_rows})) AS __xr FROM {rows_from} "
-                    f"WHERE __xr IS NOT NULL GROUP BY {pair_keys})"
-                )
+            if spec.kind == "quantile":
+                ctes.extend(self._kept_values(plan, rows_from, groups))
             else:
                 ctes.append(
                     f"__vals AS (SELECT max(__xr) AS __xr{gl} FROM {rows_from} "
@@ -302,6 +287,55 @@ class DuckDBEngine:
         keys = "".join(f"{g}, " for g in groups)
         final = f"SELECT {keys}{index} AS __i, count(*) FROM __guess, __cuts GROUP BY {keys}__i"
         return "WITH " + ", ".join(ctes) + " " + final, params
+
+    @staticmethod
+    def _kept_values(plan: Plan, rows_from: str, groups: list[str]) -> list[str]:
+        """CTEs ending in ``__vals``: each (unit, group) pair's ``m`` non-NULL values of
+        smallest keyed hash of ``(salt, unit, groups, value)`` -- all of them if it has
+        at most ``m`` -- a rule on that pair's rows alone, whatever their order.
+
+        Rows with the same value share a hash and are interchangeable; distinct values
+        of one pair tie only on a 64-bit hash collision, which the window breaks by
+        value and ``arg_min`` in an unspecified order (the pair still keeps exactly
+        ``min(rows, m)`` values).
+        """
+        m, salt = plan.max_rows, plan.salt
+        gl = "".join(f", {g}" for g in groups)
+        pair_keys = "__u" + gl
+        # DuckDB's hash(a, ..., x) XORs hash(x) into the hash of the other arguments
+        # (CombineHash), so hash(s, u, g, x) orders a pair's values by K xor hash(x)
+        # with K fixed per pair: the first values are those sharing K's top bits, and
+        # nearby salts often kept the same subset (23 distinct 10-subsets of 100 values
+        # for 30 salts). The outer hash of a BIGINT is MurmurHash64's finaliser, a
+        # bijection: it keeps ties exactly as they were and mixes every bit of K.
+        key = f"hash(hash({salt}, {pair_keys}, __xr))"
+        if m < _ARG_MIN_LIMIT:
+            # A bounded aggregate: the hash aggregate holds at most m (hash, value)
+            # entries per pair, however many rows the pair has; no window over the
+            # rows. Measured at 10^8 rows (benchmarks/results/session.md): 1.36 GB for
+            # the median histogram, against 1.59 GB for a row_number() window over the
+            # kept rows; on the ungrouped private-bounds histogram a window would hold
+            # every row of the table (arg_min: 440 MB). The state is ~0.2 kB per kept
+            # value, so memory grows with persons x k x m, not with rows.
+            groups_out = "".join(f"{g}, " for g in groups)
+            return [
+                f"__vals AS (SELECT {groups_out}unnest(arg_min(__xr, {key}, {m})) AS __xr "
+                f"FROM {rows_from} WHERE __xr IS NOT NULL GROUP BY {pair_keys})"
+            ]
+        # m >= 10^6 is beyond arg_min's n: pairs with at most m values keep them all
+        # (no ranking needed), and only the rows of pairs with more than m values --
+        # a person with over a million rows in one group -- go through a window.
+        on = " AND ".join(f"r.{c} = p.{c}" for c in ["__u", *groups])
+        return [
+            f"__cnt AS (SELECT {pair_keys}, count(*) AS __c FROM {rows_from} "
+            f"WHERE __xr IS NOT NULL GROUP BY {pair_keys})",
+            f"__vals AS (SELECT r.__xr{''.join(f', r.{g}' for g in groups)} FROM {rows_from} r "
+            f"SEMI JOIN (SELECT * FROM __cnt WHERE __c <= {m}) p ON {on} "
+            f"WHERE r.__xr IS NOT NULL UNION ALL SELECT __xr{gl} FROM (SELECT r.* FROM "
+            f"{rows_from} r SEMI JOIN (SELECT * FROM __cnt WHERE __c > {m}) p ON {on} "
+            f"WHERE r.__xr IS NOT NULL) QUALIFY row_number() OVER (PARTITION BY {pair_keys} "
+            f"ORDER BY {key}, __xr) <= {m})",
+        ]
 
     def histograms(self, plan: Plan, spec: OrderSpec) -> dict[tuple[Any, ...], dict[int, int]]:
         """Per group key: grid index -> count (sparse), for ``spec`` (raises EngineError)."""
@@ -442,6 +476,10 @@ class DuckDBEngine:
             source = f"__dvk{i}"
         else:
             source = f"__dv{i}"
+        # A window, not arg_min: it ranks the distinct (unit, group, value) triples that
+        # the DISTINCT above already holds (not the rows), and orders ties by value. On
+        # 10^7 rows with ~10^7 distinct values, arg_min(v, hash, m) used as much memory
+        # or more (576-719 MiB against 544-557 MiB) and was no faster.
         ctes.append(
             f"__dvb{i} AS (SELECT * FROM {source} QUALIFY row_number() OVER "
             f"(PARTITION BY {pair_keys} ORDER BY hash({salt}, {pair_keys}, __v), __v) <= {m})"
