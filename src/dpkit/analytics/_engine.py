@@ -47,7 +47,8 @@ __all__ = ["DuckDBEngine", "Engine", "EngineResult"]
 #: Per group key: the exact integer value of each statistic, in plan order.
 EngineResult = dict[tuple[Any, ...], list[int]]
 
-_NUMERIC = (
+#: DuckDB type names (prefixes) of numbers; shared with dpkit.analytics.describe.
+NUMBER_TYPES = (
     "TINYINT",
     "SMALLINT",
     "INTEGER",
@@ -60,9 +61,11 @@ _NUMERIC = (
     "UHUGEINT",
     "FLOAT",
     "DOUBLE",
+    "REAL",
     "DECIMAL",
-    "BOOLEAN",
 )
+# Booleans aggregate as 0/1 in sums and means.
+_NUMERIC = (*NUMBER_TYPES, "BOOLEAN")
 
 
 def is_numeric(type_name: str) -> bool:

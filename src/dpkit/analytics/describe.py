@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from dpkit.accounting.guarantees import ZCDP, ApproxDP, Guarantee, PureDP
+from dpkit.analytics._engine import NUMBER_TYPES
 from dpkit.analytics.query import Query
 from dpkit.analytics.session import Session
 from dpkit.errors import BudgetExceeded, DataError, InvalidParameter
@@ -73,21 +74,6 @@ RANGE_SHARE, ORDER_SHARE, MEAN_SHARE, HISTOGRAM_SHARE = 0.15, 0.5, 0.15, 0.2
 #: (about a 1e-4 false-positive rate per bin for Gaussian noise, smaller for Laplace).
 RANGE_Z = 4.0
 
-_NUMERIC_TYPES = (
-    "TINYINT",
-    "SMALLINT",
-    "INTEGER",
-    "BIGINT",
-    "HUGEINT",
-    "UTINYINT",
-    "USMALLINT",
-    "UINTEGER",
-    "UBIGINT",
-    "FLOAT",
-    "DOUBLE",
-    "REAL",
-    "DECIMAL",
-)
 _DATE_TYPES = ("DATE", "TIMESTAMP")
 _CATEGORICAL_TYPES = ("VARCHAR", "BOOLEAN", "ENUM")
 
@@ -99,7 +85,7 @@ def column_kind(sql_type: str) -> ColumnKind | None:
         return None  # nested values are not summarised
     if upper.startswith(_DATE_TYPES):
         return "date"
-    if upper.startswith(_NUMERIC_TYPES):
+    if upper.startswith(NUMBER_TYPES):
         return "numeric"
     if upper.startswith(_CATEGORICAL_TYPES):
         return "categorical"
