@@ -139,10 +139,32 @@ def test_bad_private_bounds_spend_nothing(parquet_path: Path, build: object, err
     assert session.spent == dp.PureDP(0.0) and not session.history
 
 
-@pytest.mark.parametrize("where", ["histograms", "check"])
 def test_engine_failure_before_the_charge_spends_nothing(
+    parquet_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # prepare() binds every statement (bounds histograms and the clamped aggregate)
+    # before the charge: a failure there spends nothing.
+    session = dp.Session.from_path(parquet_path, privacy_unit="user", budget=dp.PureDP(1.0))
+
+    def fail(*args: object) -> None:
+        raise EngineError("injected")
+
+    monkeypatch.setattr(session._engine, "prepare", fail)
+    query = Query().bound(max_rows=2).count().sum("income", bounds="private", search_range=(0, 1))
+    with pytest.raises(EngineError):
+        session.evaluate(query, budget=1.0)
+    assert session.spent == dp.PureDP(0.0)
+    with pytest.raises(BudgetExceeded):
+        session.evaluate(query, budget=dp.PureDP(2.0))
+    assert not session.history
+
+
+@pytest.mark.parametrize("where", ["histograms", "aggregate"])
+def test_engine_failure_after_the_charge_keeps_it(
     parquet_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
 ) -> None:
+    # A failure while rows are read (out of memory, a disk error) could depend on the
+    # data, so it is handled the same on every dataset: the charge stands.
     session = dp.Session.from_path(parquet_path, privacy_unit="user", budget=dp.PureDP(1.0))
 
     def fail(*args: object) -> None:
@@ -151,11 +173,8 @@ def test_engine_failure_before_the_charge_spends_nothing(
     monkeypatch.setattr(session._engine, where, fail)
     query = Query().bound(max_rows=2).count().sum("income", bounds="private", search_range=(0, 1))
     with pytest.raises(EngineError):
-        session.evaluate(query, budget=1.0)
-    assert session.spent == dp.PureDP(0.0)
-    with pytest.raises(BudgetExceeded):
-        session.evaluate(query, budget=dp.PureDP(2.0))
-    assert not session.history
+        session.evaluate(query, budget=0.5)
+    assert session.spent == dp.PureDP(0.5) and len(session.history) == 1
 
 
 def test_explain_lists_every_aggregation_and_spends_nothing(parquet_path: Path) -> None:

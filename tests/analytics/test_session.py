@@ -180,7 +180,19 @@ def test_bad_queries_spend_nothing(frame: pd.DataFrame, build, error, message) -
     assert session.history == []
 
 
-def test_engine_error_spends_nothing(frame: pd.DataFrame) -> None:
+def test_schema_level_engine_error_spends_nothing(frame: pd.DataFrame) -> None:
+    # A statement that does not bind (a function with the wrong argument types) fails
+    # in prepare(), before the charge, with the binder's (schema-level) message.
+    session = dp.Session.from_pandas(frame, budget=dp.PureDP(1.0), rng=1)
+    query = Query().with_column("bad", "year(region)").sum("age", bounds=(0, 1))
+    with pytest.raises(EngineError, match="cannot run the query"):
+        session.evaluate(query, budget=0.5)
+    assert session.spent == dp.PureDP(0.0)
+
+
+def test_a_cast_that_fails_on_some_rows_makes_them_missing(frame: pd.DataFrame) -> None:
+    # CAST is TRY_CAST in user expressions: the rows whose region is not a number get
+    # NULL (dropped by the filter), on every dataset; the query succeeds.
     session = dp.Session.from_pandas(frame, budget=dp.PureDP(1.0), rng=1)
     query = (
         Query()
@@ -188,9 +200,9 @@ def test_engine_error_spends_nothing(frame: pd.DataFrame) -> None:
         .sum("age", bounds=(0, 1))
         .filter("bad > 0")
     )
-    with pytest.raises(EngineError):
-        session.evaluate(query, budget=0.5)
-    assert session.spent == dp.PureDP(0.0)
+    result = session.evaluate(query, budget=0.5)
+    assert session.spent == dp.PureDP(0.5)
+    assert len(result.dataframe) == 1
 
 
 @pytest.mark.parametrize(

@@ -61,11 +61,13 @@ from dpkit.accounting._math.rounding import fraction_down, fraction_up
 from dpkit.accounting.events import DiscreteGaussianEvent, DiscreteLaplaceEvent, Event
 from dpkit.accounting.filters import ZCDPFilter
 from dpkit.accounting.guarantees import ZCDP, ApproxDP, Guarantee, PureDP
-from dpkit.errors import InternalError, InvalidParameter
+from dpkit.errors import BudgetExceeded, InternalError, InvalidParameter
 
 __all__ = [
+    "SPLIT_TOLERANCE",
     "BudgetKind",
     "Noise",
+    "QueryBudget",
     "budget_kind",
     "calibrate_noise",
     "selection_threshold",
@@ -102,30 +104,108 @@ class BudgetKind:
             return f"PureDP(epsilon={fraction_up(amount[0])!r})"
         text = f"ZCDP(rho={fraction_up(amount[0])!r})"
         if self.name == "approx":
-            text += f" and key-selection delta {fraction_up(amount[1])!r}"
+            as_approx = self.as_approx(amount[0])
+            text += (
+                f" (worth {as_approx!r} on its own) and key-selection delta "
+                f"{fraction_up(amount[1])!r}"
+            )
         return text
+
+    @property
+    def conversion_delta(self) -> float:
+        """ApproxDP budgets: the delta of the final zCDP -> (eps, delta) conversion."""
+        assert isinstance(self.total, ApproxDP)
+        return fraction_down(Fraction(self.total.delta) - self.amount[1])
+
+    def as_approx(self, rho: Fraction) -> ApproxDP:
+        """ApproxDP budgets: what ``rho`` of zCDP is worth in (eps, delta), at the
+        Session's conversion delta (CKS20; epsilon rounded up)."""
+        delta = self.conversion_delta
+        if rho <= 0:
+            return ApproxDP(0.0, delta)
+        return ApproxDP(zcdp_epsilon(fraction_up(rho), delta), delta)
 
     def as_guarantee(self, amount: Amount, *, round_up: bool) -> PureDP | ZCDP:
         value = fraction_up(amount[0]) if round_up else fraction_down(max(amount[0], Fraction(0)))
         return PureDP(value) if self.name == "pure" else ZCDP(value)
 
-    def query_amount(self, budget: object, remaining: Amount, owner: str) -> Fraction:
-        """The exact currency amount of a query's ``budget`` (delta is handled apart)."""
-        expected = {
-            "pure": "a PureDP guarantee or a share in (0, 1] of the Session budget",
-            "zcdp": "a ZCDP guarantee or a share in (0, 1] of the Session budget",
-            "approx": "a ZCDP guarantee (the Session runs Gaussian queries in zCDP) or a "
-            "share in (0, 1] of the Session budget",
-        }[self.name]
-        if isinstance(budget, float | int) and not isinstance(budget, bool):
-            if not (0.0 < float(budget) <= 1.0) or math.isnan(budget):
-                raise InvalidParameter.for_parameter("budget", owner, expected, budget)
-            return Fraction(budget) * self.amount[0]
-        if self.name == "pure" and isinstance(budget, PureDP) and budget.epsilon > 0:
-            return Fraction(budget.epsilon)
-        if self.name in ("zcdp", "approx") and isinstance(budget, ZCDP) and budget.rho > 0:
-            return Fraction(budget.rho)
+    def query_amount(self, budget: object, spent: Amount, owner: str) -> QueryBudget:
+        """What a query's ``budget`` runs and costs, given what was ``spent``.
+
+        See :meth:`dpkit.analytics.Session.evaluate` for the forms accepted. Same-currency
+        budgets above what remains by at most :data:`SPLIT_TOLERANCE` of the total are
+        rounded down to what remains (never up: the noise is calibrated for the amount
+        charged).
+        """
+        currency = "PureDP" if self.name == "pure" else "ZCDP, ApproxDP or PureDP"
+        expected = (
+            f"a share in (0, 1] of the Session budget (float or Fraction), 'remaining', or "
+            f"a {currency} guarantee"
+        )
+        left = self.amount[0] - spent[0]
+        share = _share_of(budget, owner, expected)
+        if share is not None:
+            return self._rounded(share * self.amount[0], left)
+        if isinstance(budget, str) and budget == "remaining":
+            if left <= 0:
+                raise BudgetExceeded(
+                    "The Session's budget is spent: nothing remains for budget='remaining'."
+                )
+            return QueryBudget(left, self.noise, left)
+        if isinstance(budget, PureDP) and budget.epsilon > 0:
+            epsilon = Fraction(budget.epsilon)
+            if self.name == "pure":
+                return self._rounded(epsilon, left)
+            # An eps-DP query (discrete Laplace noise) is eps tanh(eps/2)-zCDP (Steinke
+            # 2024, Thm 5; a sum of such costs over a split of eps is at most this, the
+            # function being superadditive): charged that rho, rounded up.
+            return QueryBudget(epsilon, "laplace", Fraction(pure_to_zcdp_rho(budget.epsilon)))
+        if self.name != "pure" and isinstance(budget, ZCDP) and budget.rho > 0:
+            return self._rounded(Fraction(budget.rho), left)
+        if self.name != "pure" and isinstance(budget, ApproxDP) and budget.epsilon > 0:
+            if budget.delta == 0:
+                return self.query_amount(PureDP(budget.epsilon), spent, owner)
+            # The largest rho whose zCDP guarantee implies (eps, delta) (CKS20, Cor. 13).
+            rho = ZCDPFilter.from_approx(epsilon=budget.epsilon, delta=budget.delta).budget.rho
+            return self._rounded(Fraction(rho), left)
         raise InvalidParameter.for_parameter("budget", owner, expected, budget)
+
+    def _rounded(self, amount: Fraction, left: Fraction) -> QueryBudget:
+        if left < amount <= left + SPLIT_TOLERANCE * self.amount[0]:
+            amount = left  # equal float splits: the last one is rounded down to what is left
+        return QueryBudget(amount, self.noise, amount)
+
+
+#: Relative tolerance (of the Session's total) within which a query budget larger than
+#: what remains is rounded down to it (ten times PureDP(0.1) in PureDP(1.0): the float
+#: 0.1 is 0.1000000000000000055...).
+SPLIT_TOLERANCE = Fraction(1, 10**12)
+
+
+@dataclass(frozen=True, slots=True)
+class QueryBudget:
+    """A query's budget as it runs and as it is charged.
+
+    ``share`` is split between the query's statistics in the currency of ``noise``
+    (epsilon for ``"laplace"``, rho for ``"gaussian"``); ``charge`` is the ledger
+    amount (its currency), at least what runs.
+    """
+
+    share: Fraction
+    noise: str
+    charge: Fraction
+
+
+def _share_of(budget: object, owner: str = "", expected: str = "") -> Fraction | None:
+    """A share in (0, 1] as an exact Fraction; None if ``budget`` is not a number."""
+    if isinstance(budget, bool) or not isinstance(budget, float | int | Fraction):
+        return None
+    if isinstance(budget, float) and not math.isfinite(budget):
+        raise InvalidParameter.for_parameter("budget", owner, expected, budget)
+    share = Fraction(budget)
+    if not 0 < share <= 1:
+        raise InvalidParameter.for_parameter("budget", owner, expected, budget)
+    return share
 
 
 def budget_kind(budget: object, selection_delta: float | None, owner: str) -> BudgetKind:

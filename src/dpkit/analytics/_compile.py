@@ -22,9 +22,10 @@ from dpkit.accounting._math.conversions import pure_to_zcdp_rho
 from dpkit.analytics._accounting import BudgetKind, Noise, calibrate_noise
 from dpkit.analytics._engine import is_numeric, quote
 from dpkit.analytics._expr import validate_expression
+from dpkit.analytics._keys import canonical_key
 from dpkit.analytics._order import ORDER_KINDS, OrderSpec, order_spec
-from dpkit.analytics._plan import Plan, Statistic
-from dpkit.analytics.query import Aggregation, Query
+from dpkit.analytics._plan import PartScope, Plan, Statistic
+from dpkit.analytics.query import Aggregation, KeySet, Query
 from dpkit.errors import DataError, InvalidParameter
 
 __all__ = ["CompiledQuery", "StatisticSpec", "compile_query"]
@@ -34,6 +35,11 @@ __all__ = ["CompiledQuery", "StatisticSpec", "compile_query"]
 BOUNDS_GRID = 10_001
 _TARGET_SCALE_BITS = 30  # noise scale ~2^30 grid steps: rounding bias negligible
 _MAX_ROW_BITS = 50  # per-row integers stay exact in a double
+#: Every clamped value of a fixed-point statistic satisfies |x * inv| <= 2^61, so its
+#: rounded integer fits a BIGINT, and so does that integer minus the (public) centre,
+#: whatever the data: the width comes from the public bounds, never from the rows
+#: (a (5e12, 5e12 + 1) mean used to overflow INT64 only when a row passed the filter).
+_MAX_MAGNITUDE_BITS = 61
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,12 +76,15 @@ def _power_of_two_at_most(x: float) -> float:
     return math.ldexp(1.0, math.frexp(x)[1] - 1)
 
 
-def _grid_inv(bound: float, noise_factor: float) -> float:
-    """1/step (a power of two) so the noise scale is ~2^30 steps and rows stay exact."""
+def _grid_inv(bound: float, noise_factor: float, magnitude: float) -> float:
+    """1/step (a power of two) so the noise scale is ~2^30 steps, one row's summand
+    (at most ``bound`` in value units) is exact in a double, and every clamped value
+    (at most ``magnitude`` in absolute value) is below 2^61 steps."""
     bound = max(bound, 1e-300)
     scale_value = noise_factor * bound
     inv = _power_of_two_at_most(2.0**_TARGET_SCALE_BITS / scale_value)
-    return min(inv, _power_of_two_at_most(2.0**_MAX_ROW_BITS / bound))
+    inv = min(inv, _power_of_two_at_most(2.0**_MAX_ROW_BITS / bound))
+    return min(inv, _power_of_two_at_most(2.0**_MAX_MAGNITUDE_BITS / max(magnitude, 1e-300)))
 
 
 def _laplace_epsilon_for_rho(rho: Fraction) -> Fraction:
@@ -128,19 +137,45 @@ def _statistics_of(
 def _with_grid(stat: Statistic, role: str, factor: float) -> Statistic:
     if stat.op != "fixed_sum":
         return stat
+    magnitude = max(abs(stat.low), abs(stat.high))
     if stat.square:
         r2 = ((stat.high - stat.low) / 2.0) ** 2
-        inv = _grid_inv(r2 / 2.0, factor)
+        if not math.isfinite(r2):
+            raise InvalidParameter(
+                f"The bounds ({stat.low!r}, {stat.high!r}) are too far apart for a variance: "
+                "the squared half-width overflows a double. Use narrower bounds."
+            )
+        inv = _grid_inv(r2 / 2.0, factor, r2)
         center = round(r2 / 2.0 * inv)
     elif role == "centred_sum":
-        inv = _grid_inv((stat.high - stat.low) / 2.0, factor)
+        inv = _grid_inv((stat.high - stat.low) / 2.0, factor, magnitude)
         center = round(stat.mid * inv)
     else:
-        inv = _grid_inv(max(abs(stat.low), abs(stat.high)), factor)
+        inv = _grid_inv(magnitude, factor, magnitude)
         center = 0
     return Statistic(
         stat.op, stat.expression, stat.low, stat.high, inv, center, stat.square, stat.mid
     )
+
+
+def _canonical_keyset(keys: KeySet, types: Mapping[str, str]) -> KeySet:
+    """``keys`` with every value of its column's type; aliases refused (dpkit.analytics._keys)."""
+    owner = "Query.group_by"
+    seen: dict[tuple[object, ...], tuple[object, ...]] = {}
+    out = []
+    for key in keys.keys:
+        canonical = tuple(
+            canonical_key(value, types[column], column, owner)
+            for value, column in zip(key, keys.columns, strict=True)
+        )
+        if canonical in seen:
+            raise InvalidParameter(
+                f"{owner}: the keys {seen[canonical]!r} and {key!r} name the same group "
+                f"{canonical!r}; give each key once."
+            )
+        seen[canonical] = key
+        out.append(canonical)
+    return KeySet(keys.columns, tuple(out))
 
 
 def salt_from(random_bytes: bytes) -> int:
@@ -153,14 +188,16 @@ def compile_query(
     kind: BudgetKind,
     amount: Fraction,
     selection_delta: float | None,
+    noise_kind: str | None = None,
     schema: Mapping[str, str],
     schema_of: Callable[[tuple[tuple[str, str], ...]], Mapping[str, str]],
     unit: str | None,
     salt: int,
     base_filters: tuple[str, ...] = (),
-    partition: tuple[str, object, int] | None = None,
+    partitions: tuple[PartScope, ...] = (),
 ) -> CompiledQuery:
-    """Validate ``query`` against the schema and calibrate its noise for ``amount``."""
+    """Validate ``query`` against the schema and calibrate its noise for ``amount``
+    (epsilon for Laplace noise, rho for Gaussian)."""
     owner = "Session.evaluate"
     if not isinstance(query, Query):
         raise InvalidParameter.for_parameter("query", owner, "a dpkit.analytics.Query", query)
@@ -188,6 +225,11 @@ def compile_query(
             )
     if unit is not None and unit in query.group_columns:
         raise InvalidParameter(f"{owner}: cannot group by the privacy unit {unit!r}.")
+    keys = query.keys
+    if keys is not None:
+        types = dict(derived_schema)
+        types.update({name: "INTEGER" for name, _, _ in query.bins})
+        keys = _canonical_keyset(keys, types)
     for agg in query.aggregations:
         if agg.column is not None:
             numeric = agg.kind in ("sum", "mean", "variance", *ORDER_KINDS)
@@ -225,7 +267,9 @@ def compile_query(
     weights = [Fraction(a.weight) for a in query.aggregations]
     total_weight = sum(weights) + (Fraction(selection.weight) if selection else 0)
     specs: list[StatisticSpec] = []
-    noise_kind = kind.noise
+    # The noise of the query budget's currency (a PureDP budget in a zCDP Session runs
+    # Laplace noise: dpkit.analytics._accounting.BudgetKind.query_amount).
+    noise_kind = noise_kind or kind.noise
     orders: list[OrderSpec] = []
     bound_orders: list[OrderSpec] = []
     for agg, weight in zip(query.aggregations, weights, strict=True):
@@ -311,14 +355,14 @@ def compile_query(
         filters=base_filters + filters,
         derived=tuple(derived),
         group_columns=query.group_columns,
-        keys=query.keys,
+        keys=keys,
         unit=unit,
         max_groups=max_groups,
         max_rows=max_rows,
         salt=salt,
         statistics=tuple(s.statistic for s in specs),
         bins=query.bins,
-        partition=partition,
+        partitions=partitions,
     )
     bounds_plan = None
     if bound_orders:
@@ -332,7 +376,7 @@ def compile_query(
             max_rows=max_rows,
             salt=salt,
             statistics=(),
-            partition=partition,
+            partitions=partitions,
         )
     charge = (amount,) if kind.name != "approx" else (amount, charge_delta)
     return CompiledQuery(

@@ -30,6 +30,17 @@ rows); their groups are chosen by the same rule as step 3.
 Rows whose privacy unit or a group key is NULL are dropped (they cannot be attributed
 to a person, and dropping rows one by one is stable). Nothing but per-group aggregates
 leaves the engine.
+
+Failures (the Session's threat model, docs/analytics.md): every statement the engine
+will run for a query is first *bound* with ``EXPLAIN`` (:meth:`DuckDBEngine.prepare`),
+which checks names, types and functions without reading a row; a failure there depends
+on the schema and the query only and is reported before anything is charged. The SQL
+itself cannot fail on row values: user expressions are total
+(:mod:`dpkit.analytics._expr`), keys are of the column's type
+(:mod:`dpkit.analytics._keys`), and integer widths follow from public bounds (below).
+What can still fail while rows are read (out of memory, a disk error) happens after
+the charge, keeps it, and is reported as :class:`~dpkit.errors.EngineError` naming the
+error's class only: an engine message can quote row values, so none is shown or chained.
 """
 
 from __future__ import annotations
@@ -39,7 +50,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from dpkit.analytics._order import OrderSpec, snap_sql
-from dpkit.analytics._plan import Plan, Statistic
+from dpkit.analytics._plan import PartScope, Plan, Statistic
 from dpkit.errors import DataError, EngineError
 
 __all__ = ["DuckDBEngine", "Engine", "EngineResult"]
@@ -73,10 +84,16 @@ def is_numeric(type_name: str) -> bool:
 
 
 class Engine(Protocol):
-    """What a Session needs from an engine."""
+    """What a Session needs from an engine: schema, bind-only checks, exact aggregates."""
 
     def schema(self, derived: Sequence[tuple[str, str]] = ()) -> dict[str, str]:
         """Column name -> type name, after adding ``derived`` columns (public metadata)."""
+        ...
+
+    def prepare(self, plan: Plan, orders: Sequence[OrderSpec] = ()) -> None:
+        """Bind, without reading a row, every statement :meth:`aggregate` (if the plan
+        has statistics) and :meth:`histograms` (one per spec) would run; raise
+        EngineError (a schema-level message) if one does not bind."""
         ...
 
     def aggregate(self, plan: Plan) -> EngineResult:
@@ -85,10 +102,6 @@ class Engine(Protocol):
 
     def histograms(self, plan: Plan, spec: OrderSpec) -> dict[tuple[Any, ...], dict[int, int]]:
         """Per group key, the sparse grid histogram of an order statistic."""
-        ...
-
-    def check(self, plan: Plan) -> None:
-        """Raise EngineError if ``plan``'s aggregate would fail to compile (no data read)."""
         ...
 
 
@@ -146,7 +159,9 @@ class DuckDBEngine:
         with self._lock:
             return self._connection.cursor()
 
-    def _execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    def _execute(
+        self, sql: str, params: Sequence[Any] = (), *, reads_rows: bool = True
+    ) -> list[tuple[Any, ...]]:
         import duckdb
 
         cursor = self._cursor()
@@ -154,20 +169,55 @@ class DuckDBEngine:
             cursor.execute("SET enable_progress_bar = false")
             return list(cursor.execute(sql, list(params)).fetchall())
         except duckdb.Error as err:
-            raise EngineError(f"DuckDB failed to run the query: {err}") from err
+            if not reads_rows and isinstance(
+                err, duckdb.BinderException | duckdb.CatalogException | duckdb.ParserException
+            ):
+                # Binding reads no row: the message names columns, types and functions.
+                raise EngineError(f"DuckDB cannot run the query: {err}") from None
+            # Anything else may quote a row (DuckDB's "Original Line", a cast's value):
+            # the class only, and nothing chained.
+            raise EngineError(
+                f"DuckDB failed while reading the data ({type(err).__name__}). Its message "
+                "is not shown because it may quote row values; nothing was released."
+            ) from None
         finally:
             cursor.close()
 
-    def _source(self, derived: Sequence[tuple[str, str]]) -> str:
-        sql = f"SELECT * FROM {self._relation}"
+    def _source(
+        self,
+        derived: Sequence[tuple[str, str]],
+        partitions: Sequence[PartScope] = (),
+        unit: str | None = None,
+    ) -> tuple[str, list[Any]]:
+        """SQL of the rows a (sub-)Session sees, with derived columns, and its parameters."""
+        sql, params = f"SELECT * FROM {self._relation}", list[Any]()
+        for part in partitions:
+            # Each level keeps the rows of the level before it with column = key; with a
+            # privacy unit, only the units whose row of smallest keyed hash (among their
+            # rows visible at this level) lies in this part: a rule on that unit's rows
+            # alone, so adding or removing a unit changes one part only. The outer hash
+            # mixes every bit (DuckDB's multi-argument hash XORs the last one in).
+            c = quote(part.column)
+            level = f"SELECT * FROM ({sql}) AS __p WHERE {c} = ?"
+            level_params = [*params, part.key]
+            if unit is not None:
+                u = quote(unit)
+                level += (
+                    f" AND {u} IN (SELECT {u} FROM ({sql}) AS __q WHERE {u} IS NOT NULL AND "
+                    f"{c} IS NOT NULL GROUP BY {u} HAVING arg_min({c}, "
+                    f"hash(hash({int(part.salt)}, {u}, {c}))) = ?)"
+                )
+                level_params += [*params, part.key]
+            sql, params = level, level_params
         for name, expression in derived:
             sql = f"SELECT *, ({expression}) AS {quote(name)} FROM ({sql})"
-        return sql
+        return sql, params
 
     def schema(self, derived: Sequence[tuple[str, str]] = ()) -> dict[str, str]:
         key = tuple(derived)
         if key not in self._schema_cache:
-            rows = self._execute(f"DESCRIBE {self._source(derived)}")
+            sql, _ = self._source(derived)
+            rows = self._execute(f"DESCRIBE {sql}", reads_rows=False)
             self._schema_cache[key] = {str(r[0]): str(r[1]) for r in rows}
         return dict(self._schema_cache[key])
 
@@ -189,7 +239,6 @@ class DuckDBEngine:
     def _rows(self, plan: Plan, values: list[str]) -> tuple[list[str], list[Any], str, list[str]]:
         """CTEs of the plan's rows (filters, derived columns, keys), their parameters,
         the name of the last CTE and the group columns' aliases."""
-        params: list[Any] = []
         groups = [f"__g{i}" for i in range(len(plan.group_columns))]
         select = []
         if plan.unit is not None:
@@ -201,21 +250,7 @@ class DuckDBEngine:
         if plan.unit is not None:
             where.append(f"{quote(plan.unit)} IS NOT NULL")
         where += [f"{self._group_sql(plan, c)} IS NOT NULL" for c in plan.group_columns]
-        if plan.partition is not None:
-            column, key, psalt = plan.partition
-            where.append(f"__src.{quote(column)} = ?")
-            params.append(key)
-            if plan.unit is not None:
-                # Each unit belongs to one part: the part of its row with the smallest
-                # hash(unit, part value, salt) -- a rule on that unit's rows alone.
-                u, c = quote(plan.unit), quote(column)
-                where.append(
-                    f"__src.{u} IN (SELECT {u} FROM {self._relation} WHERE {u} IS NOT NULL "
-                    f"AND {c} IS NOT NULL GROUP BY {u} HAVING arg_min({c}, hash({u}, {c}, "
-                    f"{int(psalt)})) = ?)"
-                )
-                params.append(key)
-        source = self._source(plan.derived)
+        source, params = self._source(plan.derived, plan.partitions, plan.unit)
         base = f"SELECT {', '.join(select) or '1 AS __one'} FROM ({source}) AS __src"
         if where:
             base += " WHERE " + " AND ".join(where)
@@ -403,11 +438,19 @@ class DuckDBEngine:
         # same interval. So the pair's contribution is in [m a, m b], the same range as
         # m kept rows: the per-group sensitivity m * max(|a|, |b|) is unchanged. For
         # counts of values (a = 0, b = 1) it gives trunc(v m / c) <= m.
+        #
+        # trunc(S m / c) is computed as q m + trunc(r m / c) with S = q c + r (DuckDB's
+        # // truncates and % takes the dividend's sign, so q m and r m / c share S's
+        # sign and the truncations add up). Widths, from public bounds only: every
+        # summand is below 2^62 in absolute value (Statistic.unit_range, 2^61 steps
+        # plus the centre), so |q| < 2^62, |q m| < 2^93 and |r m| < c m < 2^94 (m <=
+        # 2^31, c < 2^63): nothing overflows HUGEINT (2^127), on any data.
         scaled = [f"least(__c, {m}) AS __c"]
         for i in sums:
+            s = f"CAST(__s{i} AS HUGEINT)"
             scaled.append(
                 f"CASE WHEN __c <= {m} THEN __s{i} "
-                f"ELSE (CAST(__s{i} AS HUGEINT) * {m}) // __c END AS __s{i}"
+                f"ELSE ({s} // __c) * {m} + (({s} % __c) * {m}) // __c END AS __s{i}"
             )
         ctes.append(f"__bounded AS (SELECT {pair_keys}, {', '.join(scaled)} FROM __pairs)")
         if groups:
@@ -497,12 +540,15 @@ class DuckDBEngine:
             ctes.append(f"__dist{i} AS (SELECT count(DISTINCT __v) AS __n FROM __dvb{i})")
 
     # ------------------------------------------------------------------ run
-    def check(self, plan: Plan) -> None:
-        # EXPLAIN binds and plans the statement (names, types, functions) without
-        # reading the data: used before a charge when the aggregate itself can only
-        # run after it (clamping bounds found privately).
-        sql, params = self.compile(plan)
-        self._execute("EXPLAIN " + sql, params)
+    def prepare(self, plan: Plan, orders: Sequence[OrderSpec] = ()) -> None:
+        # EXPLAIN binds and plans each statement (names, types, functions) without
+        # reading the data, so every failure that the query's shape can cause is
+        # raised here, before the Session charges anything.
+        statements = [self.histogram_sql(plan, spec) for spec in orders]
+        if plan.statistics:
+            statements.append(self.compile(plan))
+        for sql, params in statements:
+            self._execute("EXPLAIN " + sql, params, reads_rows=False)
 
     def aggregate(self, plan: Plan) -> EngineResult:
         sql, params = self.compile(plan)

@@ -91,10 +91,26 @@ class Ledger:
             )
             self._conn.execute("PRAGMA synchronous=FULL")
             if self.path is not None:
-                self._conn.execute("PRAGMA journal_mode=WAL")
+                self._use_wal()
             self._conn.executescript(_SCHEMA)
         except sqlite3.Error as err:
             raise DataError(f"Cannot open the ledger file {self.path!r}: {err}.") from err
+
+    def _use_wal(self) -> None:
+        # Switching to WAL takes an exclusive lock, and SQLite does not call the busy
+        # handler for it: processes opening one new ledger at the same moment got
+        # "database is locked". Once a file is in WAL mode it stays so (reading the
+        # mode takes no lock), so only the first opener switches; the others retry.
+        for attempt in range(200):
+            try:
+                mode = self._conn.execute("PRAGMA journal_mode").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    self._conn.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as err:
+                if "locked" not in str(err) or attempt == 199:
+                    raise
+                time.sleep(0.01 * (1 + attempt % 10))
 
     # ------------------------------------------------------------------ scopes
     def open_scope(self, scope: str, kind: str, budget: Amount, fingerprint: str) -> None:
@@ -209,6 +225,78 @@ class Ledger:
             spend_id = cur.lastrowid
         assert spend_id is not None
         return SpendRecord(spend_id, scope, created, amount, description)
+
+    def open_partition(
+        self,
+        parent: str,
+        partition: str,
+        charge: Amount,
+        parts: Sequence[tuple[str, str, Amount]],
+        salt: int,
+        description: str,
+        *,
+        fits: Callable[[Amount, Amount], bool],
+        show: Callable[[Amount], str],
+        fingerprint: str,
+    ) -> int:
+        """Create a partition once, charging its parent, in one transaction; its salt.
+
+        ``partition`` names the partition (column, canonical keys and part budgets); its
+        scope stores the salt of the rule that assigns persons to parts. The first call
+        checks ``charge`` against the parent's budget, records it, and creates the part
+        scopes ``(scope, kind, budget)``; a later call with the same name (a reopened
+        ledger, another thread or process) finds it and charges nothing. The charge and
+        the creation of the parts commit together, so no crash or race can open parts
+        that were not paid for, or pay twice for the same parts.
+        """
+        with self._transaction() as cur:
+            row = cur.execute(
+                "SELECT fingerprint FROM scopes WHERE scope = ?", (partition,)
+            ).fetchone()
+            if row is not None:
+                return int(row[0])
+            budget_row = cur.execute(
+                "SELECT budget, spent FROM scopes WHERE scope = ?", (parent,)
+            ).fetchone()
+            if budget_row is None:
+                raise InternalError(f"Ledger scope {parent!r} does not exist; this is a bug.")
+            budget, spent = _decode(budget_row[0]), _decode(budget_row[1])
+            total = tuple(s + a for s, a in zip(spent, charge, strict=True))
+            if not fits(total, budget):
+                left = tuple(b - s for b, s in zip(budget, spent, strict=True))
+                raise BudgetExceeded(
+                    "Cannot open the partition without exceeding the privacy budget. "
+                    f"Requested (the largest part budget): {show(charge)}. Remaining: "
+                    f"{show(left)}. Nothing was spent: give the parts smaller budgets."
+                )
+            created = time.time()
+            cur.execute("UPDATE scopes SET spent = ? WHERE scope = ?", (_encode(total), parent))
+            cur.execute(
+                "INSERT INTO spends (scope, created, amount, description) VALUES (?, ?, ?, ?)",
+                (parent, created, _encode(charge), description),
+            )
+            cur.execute(
+                "INSERT INTO scopes VALUES (?, ?, ?, ?, ?)",
+                (
+                    partition,
+                    "partition",
+                    _encode((Fraction(0),)),
+                    str(salt),
+                    _encode((Fraction(0),)),
+                ),
+            )
+            for scope, kind, amount in parts:
+                cur.execute(
+                    "INSERT OR IGNORE INTO scopes VALUES (?, ?, ?, ?, ?)",
+                    (
+                        scope,
+                        kind,
+                        _encode(amount),
+                        fingerprint,
+                        _encode((Fraction(0),) * len(amount)),
+                    ),
+                )
+            return salt
 
     def history(self, scope: str | None = None) -> Sequence[SpendRecord]:
         """Every committed spend (of ``scope``, or of all scopes), oldest first."""

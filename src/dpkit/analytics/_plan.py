@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from dpkit.analytics.query import KeySet
 
-__all__ = ["Plan", "Statistic"]
+__all__ = ["PartScope", "Plan", "Statistic"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +75,21 @@ class Plan:
     salt: int
     statistics: tuple[Statistic, ...]
     bins: tuple[tuple[str, str, tuple[float, ...]], ...] = ()
-    #: (column, key, salt) of a Session partition: rows with ``column = key``, and with a
-    #: privacy unit only the units assigned to this part (see DuckDBEngine).
-    partition: tuple[str, object, int] | None = None
+    #: The parts a sub-Session reads, outermost first: each keeps the rows of the one
+    #: before with ``column = key`` (and, with a privacy unit, only the units assigned to
+    #: that part; see DuckDBEngine). Empty for a Session's whole table.
+    partitions: tuple[PartScope, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PartScope:
+    """One level of a (nested) partition: the part ``column = key``.
+
+    ``key`` is canonical for the column's type (:mod:`dpkit.analytics._keys`); ``salt``
+    is the partition's secret, stored in the ledger, of the rule that assigns each
+    privacy unit to exactly one part.
+    """
+
+    column: str
+    key: object
+    salt: int

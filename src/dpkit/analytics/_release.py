@@ -305,8 +305,9 @@ def release(
 ) -> QueryResult:
     specs = compiled.specs
     width = len(query.group_columns)
-    if query.keys is not None:
-        keys: list[Key] = list(query.keys.keys)
+    if compiled.plan.keys is not None:
+        # The canonical keys (of the columns' types), as the engine returns them.
+        keys: list[Key] = list(compiled.plan.keys.keys)
     elif width == 0:
         keys = [()]
     else:

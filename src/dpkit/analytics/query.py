@@ -20,10 +20,12 @@ Examples
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from decimal import Decimal
 from typing import Any, Literal
 
 from dpkit import _validation as check
@@ -33,6 +35,9 @@ __all__ = ["Aggregation", "KeySelection", "KeySet", "PrivateBounds", "Query"]
 
 Key = tuple[Any, ...]
 
+#: Largest max_groups and max_rows (2^31): the engine's integer widths are chosen from it.
+MAX_CONTRIBUTION_BOUND = 2**31
+
 
 def _check_key_value(value: object, owner: str) -> object:
     if value is None or (isinstance(value, float) and math.isnan(value)):
@@ -40,8 +45,10 @@ def _check_key_value(value: object, owner: str) -> object:
             f"{owner}: group keys cannot be None or NaN (rows with NULL group keys are "
             "dropped before aggregation)."
         )
-    if not isinstance(value, str | int | float | bool):
-        raise InvalidParameter.for_parameter("keys", owner, "str, int, float or bool values", value)
+    if not isinstance(value, str | int | float | bool | Decimal | dt.date):
+        raise InvalidParameter.for_parameter(
+            "keys", owner, "str, int, float, bool, Decimal, date or datetime values", value
+        )
     return value
 
 
@@ -50,7 +57,10 @@ class KeySet:
     """A public set of group keys: the groups a query reports, whatever the data holds.
 
     Keys absent from the data are reported (with noisy zero counts); rows whose keys
-    are not in the set are dropped. Keys must not come from the private data.
+    are not in the set are dropped. Keys must not come from the private data. When a
+    Session compiles the query, each key is converted to its column's type (an int for
+    an INTEGER column, a ``datetime.date`` or ISO string for a DATE column, ...) and a
+    key that cannot be of that type is refused (see :mod:`dpkit.analytics._keys`).
     """
 
     columns: tuple[str, ...]
@@ -184,6 +194,10 @@ def _check_bounds(bounds: object, owner: str) -> tuple[float, float]:
     high = check.check_finite_float(bounds[1], "bounds", owner)
     if not low < high:
         raise InvalidParameter.for_parameter("bounds", owner, expected, bounds)
+    if not math.isfinite(high - low):
+        raise InvalidParameter.for_parameter(
+            "bounds", owner, expected + " whose difference is finite", bounds
+        )
     return (low, high)
 
 
@@ -321,6 +335,13 @@ class Query:
         owner = "Query.bound"
         groups = None if max_groups is None else check.check_count(max_groups, "max_groups", owner)
         rows = None if max_rows is None else check.check_count(max_rows, "max_rows", owner)
+        # The engine's integer arithmetic is sized from these public bounds (a pair's
+        # scaled sum stays below 2^61 * 2^31 in HUGEINT; dpkit.analytics._engine).
+        for name, value in (("max_groups", groups), ("max_rows", rows)):
+            if value is not None and value > MAX_CONTRIBUTION_BOUND:
+                raise InvalidParameter.for_parameter(
+                    name, owner, f"an integer in [1, {MAX_CONTRIBUTION_BOUND}]", value
+                )
         return replace(
             self,
             max_groups=groups if groups is not None else self.max_groups,
