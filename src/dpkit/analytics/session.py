@@ -136,26 +136,63 @@ class Session:
         ledger: str | Path | None = None,
         selection_delta: float | None = None,
         rng: RandomLike | None = None,
+        schema: Mapping[str, str] | None = None,
     ) -> Session:
-        """A Session over a Parquet (``.parquet``, ``.pq``) or CSV (``.csv``, ``.csv.gz``)
-        file, read by DuckDB where it lies (streamed, never loaded into Python)."""
-        import duckdb
+        """A Session over a Parquet (``.parquet``, ``.pq``) or CSV (``.csv``,
+        ``.csv.gz``, ``.tsv``, ``.tsv.gz``) file.
 
+        DuckDB reads the file once, now, into a table of a private temporary database
+        (never into Python), so that no row value can make a later query fail: a CSV
+        value that does not parse as its column's type becomes NULL (missing, handled
+        by the Session's NULL rule), a malformed line is skipped, and a file that
+        cannot be read at all fails here, before anything is spent. See
+        :mod:`dpkit.analytics._sources` for the reading rules and measurements.
+
+        Parameters
+        ----------
+        path:
+            The file.
+        privacy_unit, budget, ledger, selection_delta, rng:
+            As for :class:`Session`.
+        schema:
+            Optional ``{column: DuckDB type}`` (e.g. ``{"age": "BIGINT"}``): these
+            columns are converted to these types (``TRY_CAST``; a value that does not
+            parse becomes NULL) instead of the sniffed (CSV) or stored (Parquet) ones.
+
+        Returns
+        -------
+        Session
+            Nothing is spent by opening it.
+
+        Raises
+        ------
+        InvalidParameter
+            If ``schema`` is not a mapping of column names to scalar DuckDB type
+            names; checked before the file is touched.
+        DataError
+            If there is no file, its format is unknown, ``schema`` names a column the
+            file does not have, or DuckDB cannot read it (the message names DuckDB's
+            error class only: its text can quote rows).
+
+        Notes
+        -----
+        What is public (may be shown in errors, explanations and reports): the file's
+        path and column names, and its column types. Without ``schema=``, a CSV's
+        dialect, header and column types are sniffed by DuckDB from a sample of its
+        first rows and that sniffed schema is treated as public; a row in the sample
+        can change it (``oops`` in an integer column makes the column VARCHAR). Pass
+        ``schema=`` when the types themselves are sensitive. Parquet types come from
+        the file's metadata.
+        """
+        from dpkit.analytics._sources import check_schema, open_file
+
+        owner = "Session.from_path"
+        checked = check_schema(schema, owner)
         file = Path(path)
         if not file.exists():
-            raise DataError(f"Session.from_path: no file at {str(file)!r}.")
-        name = file.name.lower()
-        literal = "'" + str(file.resolve()).replace("'", "''") + "'"
-        if name.endswith((".parquet", ".pq")):
-            relation = f"read_parquet({literal})"
-        elif name.endswith((".csv", ".csv.gz", ".tsv")):
-            relation = f"read_csv({literal})"
-        else:
-            raise DataError(
-                f"Session.from_path: cannot tell the format of {file.name!r}; use a .parquet "
-                "or .csv file, or Session.from_duckdb."
-            )
-        engine = DuckDBEngine(duckdb.connect(), relation)
+            raise DataError(f"{owner}: no file at {str(file)!r}.")
+        opened = open_file(file, schema=checked, owner=owner)
+        engine = DuckDBEngine(opened.connection, opened.relation)
         return cls(
             engine,
             source=f"file:{file.resolve()}",
@@ -216,8 +253,15 @@ class Session:
             connection.register("__dpkit_input", data)
             connection.execute("CREATE TABLE __dpkit_data AS SELECT * FROM __dpkit_input")
             connection.unregister("__dpkit_input")
-        except (duckdb.Error, TypeError, ValueError) as err:
-            raise DataError(f"Session.from_{kind}: cannot read the data given: {err}") from err
+        except Exception as err:
+            connection.close()
+            # Any failure here comes from converting the caller's rows (DuckDB, pandas,
+            # pyarrow: "Could not convert 'x' ..."), and its text can quote them: the
+            # class only, and nothing chained (`from None`), so no traceback shows it.
+            raise DataError(
+                f"Session.from_{kind}: cannot read the data given ({type(err).__name__}). "
+                "The message is not shown because it may quote row values."
+            ) from None
         return cls(
             DuckDBEngine(connection, "__dpkit_data"),
             source=kind,

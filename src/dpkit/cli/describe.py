@@ -1,24 +1,28 @@
 """``dpkit describe DATA``: a private summary of every column of a table, with a report.
 
 The main job of the command line. It opens a :class:`~dpkit.Session` on a CSV or
-Parquet file (DuckDB reads it where it lies), spends the given budget on the plan of
+Parquet file (DuckDB copies it once into a private table), spends the given budget on the plan of
 :func:`dpkit.analytics.describe.describe`, prints the summary as a terminal table and,
 on request, writes a self-contained HTML report (plots need ``dpkit[plot]``) and a
 JSON file. Errors (bad file, bad budget, unknown column) exit with code 2 and spend
-nothing.
+nothing. No message of the engine is printed: DuckDB's can quote rows (an
+:class:`~dpkit.errors.EngineError` is reported by its class), and ``--schema`` fixes
+column types that would otherwise be sniffed from the file.
 """
 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from dpkit.errors import DPError, InsecureRandomWarning, InvalidParameter
+from dpkit.errors import DPError, EngineError, InsecureRandomWarning, InvalidParameter
 
 if TYPE_CHECKING:
     from dpkit.accounting.guarantees import Guarantee
@@ -29,6 +33,7 @@ __all__ = [
     "budget_from_options",
     "describe_command",
     "run_describe",
+    "schema_from_options",
     "summarise",
     "write_outputs",
 ]
@@ -46,6 +51,20 @@ def budget_from_options(epsilon: float | None, delta: float, rho: float | None) 
     return PureDP(eps) if delta == 0.0 else ApproxDP(eps, delta)
 
 
+def schema_from_options(items: list[str] | None) -> dict[str, str] | None:
+    """The ``schema=`` of :meth:`~dpkit.Session.from_path` from ``--schema col=TYPE``
+    options (types are checked by ``from_path``)."""
+    if not items:
+        return None
+    schema: dict[str, str] = {}
+    for item in items:
+        column, sep, type_name = item.partition("=")
+        if not sep or not column.strip() or not type_name.strip():
+            raise InvalidParameter(f"--schema takes COLUMN=TYPE (e.g. age=BIGINT). Got {item!r}.")
+        schema[column.strip()] = type_name.strip()
+    return schema
+
+
 def run_describe(
     data: Path,
     *,
@@ -58,6 +77,7 @@ def run_describe(
     seed: int | None,
     console: Console,
     source: str | None = None,
+    schema: Mapping[str, str] | None = None,
 ) -> DatasetSummary:
     """Open a Session on ``data``, run the summary with a progress bar, return it."""
     from dpkit.analytics.session import Session
@@ -65,7 +85,7 @@ def run_describe(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InsecureRandomWarning)
         session = Session.from_path(
-            data, privacy_unit=privacy_unit, budget=budget, ledger=ledger, rng=seed
+            data, privacy_unit=privacy_unit, budget=budget, ledger=ledger, rng=seed, schema=schema
         )
     return summarise(
         session, columns=columns, max_rows=max_rows, top=top, console=console, source=source
@@ -140,6 +160,14 @@ def describe_command(
     seed: Annotated[
         int | None, typer.Option(help="Seed: reproducible but NOT private output.")
     ] = None,
+    schema: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="COLUMN=TYPE (repeatable), e.g. age=BIGINT: a DuckDB type for a column "
+            "instead of the one sniffed from the file; values that do not parse count as "
+            "missing."
+        ),
+    ] = None,
 ) -> None:
     """Release a private summary of every column of DATA, with a report."""
     console = Console()
@@ -159,10 +187,21 @@ def describe_command(
             seed=seed,
             console=console,
             source=data.name,
+            schema=schema_from_options(schema),
         )
+    except EngineError as err:
+        # An engine's message can quote rows: say what failed, never what it said.
+        console.print(
+            f"[red]error:[/red] the query engine failed ({type(err).__name__}); its message "
+            "is not shown because it may quote row values. Budget charged for queries that "
+            "had started stays spent."
+        )
+        raise typer.Exit(code=2) from None
     except DPError as err:
-        console.print(f"[red]error:[/red] {err}")
-        raise typer.Exit(code=2) from err
+        # dpkit's own messages hold public information only; escape() keeps a column
+        # name such as "[bold]" from being read as Rich markup.
+        console.print(f"[red]error:[/red] {escape(str(err))}")
+        raise typer.Exit(code=2) from None
     write_outputs(summary, console, report=report, json_out=json_out, open_report=open_report)
 
 

@@ -28,6 +28,8 @@ app = typer.Typer(
     help="dpkit: differential privacy with exact noise and tight accounting.",
     no_args_is_help=True,
     add_completion=False,
+    # A traceback's local variables can hold rows (a DataFrame, a parsed line).
+    pretty_exceptions_show_locals=False,
 )
 
 app.command("describe")(describe_command)

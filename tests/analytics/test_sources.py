@@ -1,0 +1,191 @@
+"""Unit tests of dpkit.analytics._sources: files copied into a private DuckDB table."""
+
+from __future__ import annotations
+
+import gc
+import gzip
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+import pytest
+
+from dpkit.analytics import _sources
+from dpkit.analytics._sources import check_schema, open_file
+from dpkit.errors import DataError, InvalidParameter
+
+CLEAN = {
+    "comma.csv": b"a,b,c\n1,x,1.5\n2,y,2.5\n3,,\n",
+    "semicolon.csv": b"a;b\n1;x\n2;y\n",
+    "tab.tsv": b"a\tb\n1\tx\n2\ty\n",
+    "quoted.csv": b'a,b\n1,"x, with comma"\n2,"y ""quoted"""\n',
+    "dates.csv": b"d,t\n25/12/2020,2020-01-01 10:00:00\n01/02/2021,2021-03-04 11:12:13\n",
+    "bools.csv": b"flag,n\ntrue,1\nfalse,2\n",
+    "no_header.csv": b"1,2\n3,4\n5,6\n",
+    "crlf.csv": b"a,b\r\n1,x\r\n2,y\r\n",
+    "bom.csv": b"\xef\xbb\xbfa,b\n1,2\n",
+    "duplicate_names.csv": b"a,a,b c\n1,2,3\n",
+    "header_only.csv": b"a,b\n",
+}
+
+
+def read(
+    path: Path, schema: dict[str, str] | None = None
+) -> tuple[list[str], list[tuple[Any, ...]]]:
+    opened = open_file(path, schema=schema, owner="test")
+    con = opened.connection
+    types = [str(r[1]) for r in con.execute(f"DESCRIBE {opened.relation}").fetchall()]
+    return types, con.execute(f"SELECT * FROM {opened.relation}").fetchall()
+
+
+@pytest.mark.parametrize("name", list(CLEAN))
+def test_a_clean_file_reads_as_duckdb_reads_it(tmp_path: Path, name: str) -> None:
+    path = tmp_path / name
+    path.write_bytes(CLEAN[name])
+    types, rows = read(path)
+    relation = duckdb.sql(f"SELECT * FROM read_csv('{path}')")
+    assert relation is not None
+    assert types == [str(t) for t in relation.types]
+    assert rows == relation.fetchall()
+
+
+def test_gzip_and_large_files_read_as_duckdb_reads_them(tmp_path: Path) -> None:
+    frame = pd.DataFrame({"n": range(50_000), "x": [i / 7 for i in range(50_000)]})
+    frame["s"] = frame["n"].map(lambda i: f"s{i % 13}")
+    path = tmp_path / "big.csv.gz"
+    path.write_bytes(gzip.compress(frame.to_csv(index=False).encode()))
+    types, rows = read(path)
+    assert types == ["BIGINT", "DOUBLE", "VARCHAR"]
+    assert rows == duckdb.execute(f"SELECT * FROM read_csv('{path}')").fetchall()
+
+
+def bad_value_file(tmp_path: Path) -> Path:
+    lines = ["a,b"] + [f"{i},x" for i in range(30_000)] + ["oops,y", "7,z"]
+    path = tmp_path / "bad.csv"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_a_value_that_does_not_parse_is_null_not_a_dropped_line(tmp_path: Path) -> None:
+    types, rows = read(bad_value_file(tmp_path))
+    assert types == ["BIGINT", "VARCHAR"]
+    assert len(rows) == 30_002
+    assert (None, "y") in rows
+
+
+def test_without_the_type_pushdown_switch_the_text_is_copied_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A DuckDB that does not know the optimizer's name takes the two-step path.
+    monkeypatch.setattr(
+        _sources, "_NO_TYPE_PUSHDOWN", "SET disabled_optimizers = 'no_such_optimizer'"
+    )
+    opened = open_file(bad_value_file(tmp_path), schema=None, owner="test")
+    tables = opened.connection.execute("SELECT table_name FROM duckdb_tables()").fetchall()
+    assert tables == [("__dpkit_data",)]
+    rows = opened.connection.execute(f"SELECT * FROM {opened.relation}").fetchall()
+    assert len(rows) == 30_002 and (None, "y") in rows
+
+
+def test_schema_converts_csv_and_parquet_columns(tmp_path: Path) -> None:
+    csv = tmp_path / "t.csv"
+    csv.write_text("a,b\n1,2.5\nx,3\n")
+    types, rows = read(csv, {"a": "INTEGER", "b": "DECIMAL(4,1)"})
+    assert types == ["INTEGER", "DECIMAL(4,1)"]
+    assert [r[0] for r in rows] == [1, None]
+    parquet = tmp_path / "t.parquet"
+    pd.DataFrame({"a": ["1", "x"], "b": [1.5, 2.5]}).to_parquet(parquet)
+    types, rows = read(parquet, {"a": "BIGINT"})
+    assert types == ["BIGINT", "DOUBLE"]
+    assert rows == [(1, 1.5), (None, 2.5)]
+
+
+@pytest.mark.parametrize(
+    ("given", "canonical"),
+    [
+        ("int", "INTEGER"),
+        ("bigint", "BIGINT"),
+        ("decimal(10,2)", "DECIMAL(10,2)"),
+        ("text", "VARCHAR"),
+        ("timestamptz", "TIMESTAMP WITH TIME ZONE"),
+        ("bool", "BOOLEAN"),
+    ],
+)
+def test_check_schema_canonicalises_type_names(given: str, canonical: str) -> None:
+    assert check_schema({"c": given}, "test") == {"c": canonical}
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"c": "JSON"},
+        {"c": "STRUCT(a INT)"},
+        {"c": "MAP(INT, INT)"},
+        {"c": "ENUM('a')"},
+        {"c": "VARCHAR); SELECT 1; --"},
+        {1: "INT"},
+        ["c"],
+    ],
+    ids=["json", "struct", "map", "enum", "injection", "non-str-key", "list"],
+)
+def test_check_schema_refuses_non_scalar_and_malformed_types(schema: object) -> None:
+    with pytest.raises(InvalidParameter, match="'schema'"):
+        check_schema(schema, "test")
+
+
+def test_unknown_format_is_a_data_error(tmp_path: Path) -> None:
+    path = tmp_path / "t.xlsx"
+    path.write_bytes(b"")
+    with pytest.raises(DataError, match="cannot tell the format"):
+        open_file(path, schema=None, owner="test")
+
+
+def test_the_private_copy_goes_with_its_connection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    csv = tmp_path / "t.csv"
+    csv.write_text("a\n1\n")
+    opened = open_file(csv, schema=None, owner="test")
+    [directory] = (tmp_path / "tmp").iterdir()
+    assert directory.name.startswith("dpkit-")
+    assert directory.stat().st_mode & 0o077 == 0  # private to its user
+    if os.name == "posix":  # unlinked once written, and still read
+        assert not (directory / "data.duckdb").exists()
+    assert opened.connection.execute(f"SELECT * FROM {opened.relation}").fetchall() == [(1,)]
+    del opened
+    gc.collect()
+    assert list((tmp_path / "tmp").iterdir()) == []
+    # A file that cannot be read leaves nothing behind either.
+    broken = tmp_path / "t.parquet"
+    broken.write_bytes(b"not parquet")
+    with pytest.raises(DataError, match=r"\(\w+Exception\)"):
+        open_file(broken, schema=None, owner="test")
+    assert list((tmp_path / "tmp").iterdir()) == []
+
+
+@pytest.mark.skipif(os.name != "posix", reason="unlinking an open file is POSIX")
+def test_a_killed_process_leaves_no_copy_of_the_rows(tmp_path: Path) -> None:
+    csv = tmp_path / "t.csv"
+    csv.write_text("a\n" + "\n".join(str(i) for i in range(1000)) + "\n")
+    script = (
+        "import os, signal; from pathlib import Path; "
+        "from dpkit.analytics._sources import open_file; "
+        f"o = open_file(Path({str(csv)!r}), schema=None, owner='t'); "
+        "os.kill(os.getpid(), signal.SIGKILL)"
+    )
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    proc = subprocess.run(
+        [sys.executable, "-c", script], env={**os.environ, "TMPDIR": str(temp)}, check=False
+    )
+    assert proc.returncode == -signal.SIGKILL
+    left = [p for p in temp.rglob("*") if p.is_file()]
+    assert left == []
