@@ -11,6 +11,28 @@ Samplers take ``rng: RandomLike | None = None`` as their last keyword-only argum
 and normalise it with :func:`as_random`. Nothing in dpkit touches NumPy's or Python's
 global random state.
 
+Forks
+-----
+``os.fork()`` copies a generator's key and position into the child. Two workers forked
+from one parent would then draw the *same* noise, and the difference of their releases
+would be the exact difference of their true values. So a secure generator never
+continues its parent's stream in a forked child: every secure :class:`Random` (the
+process-wide default, every stream spawned from it, spawned before or after the fork)
+is re-keyed from ``os.urandom`` before its first use in the child -- by every method
+that reads the key (:meth:`Random.bytes`, :meth:`Random.uint64`,
+:meth:`Random.getrandbits`, :meth:`Random.integers`, :meth:`Random.spawn`). Two
+mechanisms enforce it: an ``os.register_at_fork`` hook that marks every live
+generator stale in the child (it also replaces each generator's lock, which a thread
+of the parent may have held at the moment of the fork), and a process-id check before
+every use, for forks that bypass Python's hooks.
+
+Seeded generators are deliberately *not* re-keyed: a seed promises a reproducible
+stream, and re-keying would break that promise silently. Forked children of a seeded
+generator draw identical streams -- acceptable only because a seeded generator is
+already insecure (it warns and its releases record ``secure=False``). To give seeded
+workers distinct reproducible streams, :meth:`Random.spawn` one stream per worker
+before forking.
+
 Examples
 --------
 >>> import warnings, dpkit as dp
@@ -30,6 +52,7 @@ import hashlib
 import os
 import threading
 import warnings
+import weakref
 from typing import TypeAlias
 
 import numpy as np
@@ -60,9 +83,17 @@ class Random:
         32 bytes that determine the stream.
     secure:
         Whether the key came from operating-system entropy (and is unknown to anyone).
+
+    Notes
+    -----
+    After ``os.fork()`` a secure generator is re-keyed from ``os.urandom`` in the
+    child before it produces anything or spawns (see the module docstring, "Forks"):
+    the child's stream, and the streams it spawns, are independent of the parent's
+    and of every other child's. A seeded (``secure=False``) generator is not re-keyed:
+    forked children continue the same reproducible stream and draw identical values.
     """
 
-    __slots__ = ("_cipher", "_key", "_lock", "_pid", "_spawned", "secure")
+    __slots__ = ("__weakref__", "_cipher", "_key", "_lock", "_pid", "_spawned", "secure")
 
     def __init__(self, key: bytes, *, secure: bool) -> None:
         if len(key) != _KEY_BYTES:
@@ -71,18 +102,31 @@ class Random:
         self._lock = threading.Lock()
         self._spawned = 0
         self._rekey(key)
+        _live.add(self)
 
     def _rekey(self, key: bytes) -> None:
         self._key = key
-        self._pid = os.getpid()
+        self._pid: int | None = os.getpid()
         # The 16-byte ChaCha20 nonce of `cryptography` is counter || nonce; a fresh key
         # per stream lets both start at zero.
         self._cipher = Cipher(algorithms.ChaCha20(key, bytes(16)), mode=None).encryptor()
 
     def _check_fork(self) -> None:
-        # A forked child must never replay its parent's secure stream.
-        if self.secure and os.getpid() != self._pid:
+        # Call with self._lock held, before anything reads self._key or self._cipher.
+        # A forked child must never replay its parent's secure stream, nor derive
+        # spawned keys from the parent's key. _pid is None after the at-fork hook ran;
+        # the pid comparison also catches forks that bypass Python's hooks (a C
+        # library calling fork() directly).
+        if self.secure and self._pid != os.getpid():
             self._rekey(os.urandom(_KEY_BYTES))
+
+    def _after_fork_in_child(self) -> None:
+        # Runs in the single-threaded child right after os.fork(). A thread of the
+        # parent may have held the lock at the moment of the fork; it does not exist
+        # in the child, so the copied lock would never be released.
+        self._lock = threading.Lock()
+        if self.secure:
+            self._pid = None  # re-keyed (lazily, from os.urandom) before the next use
 
     def bytes(self, n: int) -> bytes:
         """``n`` uniformly random bytes."""
@@ -114,6 +158,7 @@ class Random:
         """A uniform integer in ``[0, 2**k)`` (Python int, any size)."""
         if k <= 0:
             return 0
+        # self.bytes checks for a fork (so does every method that draws).
         raw = int.from_bytes(self.bytes((k + 7) // 8), "little")
         return raw >> (-k % 8)
 
@@ -131,11 +176,17 @@ class Random:
         """``n`` new generators whose streams are independent of this one and each other.
 
         Children of a seeded generator are seeded (reproducible) too. Spawning again
-        gives new children, not the same ones.
+        gives new children, not the same ones. Children of a secure generator are
+        secure; in a forked child the parent is re-keyed first, so the children differ
+        from those the parent or any other forked child spawns.
         """
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise InvalidParameter.for_parameter("n", "Random.spawn", "an int >= 0", n)
         with self._lock:
+            # The children's keys are derived from this key: without the check, every
+            # forked child would spawn the same streams (and a Session spawns one
+            # stream per query, so two forked workers would release identical noise).
+            self._check_fork()
             first = self._spawned
             self._spawned += n
             key = self._key
@@ -153,8 +204,25 @@ def _derive_key(key: bytes, label: bytes, index: int) -> bytes:
 
 RandomLike: TypeAlias = "Random | int | np.random.SeedSequence | np.random.Generator"
 
+# Every live generator, so that the at-fork hook can reach them all (weak: the hook
+# must not keep streams alive). WeakSet.add ends in one set insertion, atomic under
+# the GIL, so a fork from another thread sees a generator registered or not; one not
+# yet registered is still caught by the pid check in _check_fork.
+_live: weakref.WeakSet[Random] = weakref.WeakSet()
 _default: Random | None = None
 _default_lock = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    global _default_lock
+    _default_lock = threading.Lock()  # may have been held by a parent thread
+    for generator in list(_live):
+        generator._after_fork_in_child()
+
+
+# POSIX only; elsewhere there is no fork (and the pid check still stands).
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def default_random() -> Random:
@@ -175,7 +243,9 @@ def as_random(rng: RandomLike | None = None) -> Random:
         ``None``: the process-wide secure generator. A :class:`Random`: returned as is.
         An ``int`` (>= 0), a :class:`numpy.random.SeedSequence` or a
         :class:`numpy.random.Generator`: a deterministic generator derived from it,
-        flagged insecure (warns :class:`~dpkit.errors.InsecureRandomWarning`).
+        flagged insecure (warns :class:`~dpkit.errors.InsecureRandomWarning`). A
+        seeded generator is not re-keyed after ``os.fork()`` (see the module
+        docstring, "Forks").
 
     Returns
     -------
