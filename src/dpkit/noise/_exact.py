@@ -17,6 +17,71 @@ the ideal guarantee (Laplace: epsilon = sensitivity / scale; Gaussian: the exact
 Gaussian privacy profile), and the released float depends on the input only through
 that rounded real number -- which is what defeats Mironov's (2012) attack on
 ``x + rng.laplace(b)``.
+
+Why the discrete Laplace filter is exact
+----------------------------------------
+The argument, spelled out so that a reviewer can check each step; ``u = 2^-53`` is the
+unit roundoff of float64, and every libm / NumPy elementary function (``log``,
+``log1p``, ``expm1``) is assumed accurate to 4 ulps, i.e. to a relative error of
+``8u = 2^-50`` (glibc documents at most 1-2 ulps for these; NumPy's SIMD ``log`` 4).
+
+*Exact quantity.* ``|Z| = M(U) = max(0, floor(X(U)))`` with ``X(U) = t (c - ln U)``,
+``c = ln(2 / (1 + e^{-1/t}))`` and ``U`` uniform on (0, 1); then
+``P(M >= m) = P(U <= e^{c - m/t}) = e^{-m/t} 2 / (1 + e^{-1/t})`` for ``m >= 1``, the
+discrete Laplace tail. The filter knows ``U`` only to lie in ``[a, a + 2^-53)`` with
+``a = k 2^-53``, ``k`` an integer. ``X`` is decreasing, so over that interval ``X`` lies
+in ``[X(a) - t ln(1 + 1/k), X(a)]`` and ``t ln(1 + 1/k) <= t / k``. (``k = 0`` gives
+``X(a) = inf``: never decided by the filter.)
+
+*The constant.* ``1 + expm1(-1/t) / 2 = (1 + e^{-1/t}) / 2``, so
+``c = -log1p(expm1(-1/t) / 2)``, and the float ``c~`` is computed in that form. Errors:
+``-1/t`` is one division (relative error ``<= u``); ``expm1`` at ``q < 0`` has
+condition number ``|q e^q / expm1(q)| = s / (e^s - 1) <= 1`` (``s = -q``), so its
+result carries ``<= u + 8u = 9u``; halving is exact; ``log1p`` at ``y`` in
+``[-1/2, 0)`` has condition number ``|y / ((1 + y) log1p(y))| <= 1 / ln 2`` (largest
+at ``y = -1/2``), so ``|c~ / c - 1| <= 8u + 9u / ln 2 < 21u < 2^-48``. For ``t`` so
+small that ``1/t`` overflows, ``expm1(-inf) = -1`` and ``c~ = fl(ln 2)``, which is
+within ``u`` of ``c = ln 2 - O(e^{-1/t})``. The former expression
+``ln 2 - log1p(e^{-1/t})`` subtracts two numbers near ``ln 2``: its *absolute* error is
+about ``u``, so its relative error grows like ``2 t u`` (2e-10 at t = 10^6) --
+far beyond the margin below, which is what made the filter assign about 4e-15 (t =
+10^6) and 4e-14 (t = 3 * 10^7) of probability to the wrong magnitude.
+
+*The float value.* ``L~ = -log(a)`` (relative error ``<= 8u``), ``x = fl(t fl(c~ +
+L~))``. Both summands are >= 0, so the sum's relative error is at most the larger of
+theirs plus ``u``; with the product's ``u``: ``|x - X(a)| <= 2^-47 X(a)``. (Where ``x``
+is subnormal it is far below every boundary; see the "small" rule below.)
+
+*The decision.* With ``w = fl(t / k)`` and ``margin = 2^-44 x`` (exact: a power of
+two), the filter forms ``low = fl(fl(x - w) - margin)`` and ``high = fl(x + margin)``
+and accepts ``j = floor(low)`` when it equals ``floor(high)``: then ``[low, high]``
+lies in ``[j, j + 1)``, and the decision is right for every ``U`` of the prefix
+interval as soon as ``low <= X(a) - t/k`` and ``X(a) <= high``:
+
+* ``high >= X(a)``: ``high >= x (1 + 2^-44)(1 - u)`` and
+  ``X(a) <= x / (1 - 2^-47)``; ``(1 + 2^-44)(1 - 2^-53)(1 - 2^-47) > 1``.
+* ``low <= X(a) - t/k``: ``X(a) - t/k >= x (1 - 2^-47) - w (1 + 2u)``, and the two
+  rounded subtractions add at most ``2.01 u (x + w)``. Since ``1/k <= 2 ln(2^53 / k)``
+  for ``1 <= k < 2^53``, ``w <= 2 (1 + u) t L <= 3x``, so everything to cover is
+  ``x (2^-47 + 2.01u * 4 + 2u * 3) < 2^-46.5 x``, less than ``margin = 2^-44 x``: the
+  margin covers the float errors with a factor > 5 to spare.
+
+The "small" rule outputs 0 when ``high < 1``, which is right because
+``X(a) <= high``. The magnitude is never negative (``X >= t c > 0``).
+
+*Inconclusive draws.* When ``floor(low) != floor(high)`` (``[low, high]``, about
+``2^-43 x + t/k`` wide, holds an integer: a fraction of about ``2^-43 t`` of the
+draws for large ``t``, far fewer for small) or ``x`` is not finite, the draw goes to
+:func:`dpkit.noise._certified.refine`. It appends 64 fresh random bits to ``U``'s
+prefix (given its prefix, ``U`` is uniform on the interval, so this *is* drawing
+``U`` further) and evaluates ``X`` at both ends of the shrinking interval in
+:mod:`decimal` at >= 75 digits, ends rounded outwards and padded by
+``10^(6 - precision) (|X| + t + 1)``. There ``c`` is computed as
+``ln 2 - ln(1 + e^{-1/t})``; its cancellation costs an absolute ``~10^(1 - precision)``
+in ``c``, so ``~t 10^(1 - precision)`` in ``X``, which the ``t`` term of the padding
+covers 10^5 times over. It repeats until the padded interval lies between two
+integers, which happens with probability 1. So every output is ``M(U)`` for the
+real ``U``: exactly the discrete Laplace distribution.
 """
 
 from __future__ import annotations
@@ -116,7 +181,9 @@ def bernoulli_exp(gamma: FloatArray, rng: Random) -> BoolArray:
 
 def _dlap_offset(scale: float) -> float:
     # c = ln(2 / (1 + e^(-1/t))): P(|Z| >= m) = e^{-m/t} * 2/(1 + e^{-1/t}) for m >= 1.
-    return math.log(2.0) - math.log1p(math.exp(-1.0 / scale))
+    # Written as -log1p(expm1(-1/t) / 2): relative error < 21u for every t (module
+    # docstring). ln 2 - log1p(e^(-1/t)) cancels to ~1/(2t), relative error ~2tu.
+    return -math.log1p(math.expm1(-1.0 / scale) / 2.0)
 
 
 def _dlap_magnitude_exact(prefix: int, scale: float, rng: Random) -> int:
