@@ -62,6 +62,7 @@ from dpkit.accounting.events import DiscreteGaussianEvent, DiscreteLaplaceEvent,
 from dpkit.accounting.filters import ZCDPFilter
 from dpkit.accounting.guarantees import ZCDP, ApproxDP, Guarantee, PureDP
 from dpkit.errors import BudgetExceeded, InternalError, InvalidParameter
+from dpkit.noise import MAX_SCALE
 
 __all__ = [
     "SPLIT_TOLERANCE",
@@ -341,7 +342,18 @@ def calibrate_noise(kind: str, share: Fraction, sensitivity: int, groups: int) -
             event = DiscreteGaussianEvent(
                 sigma=sigma, sensitivity=math.nextafter(l2, math.inf), dimension=groups
             )
-    return Noise(kind, scale if kind == "laplace" else sigma, sensitivity, groups, event, cost)
+    width = scale if kind == "laplace" else sigma
+    if width > MAX_SCALE:
+        # Refused here, at compile time, before anything is charged: the exact samplers
+        # take scales up to 2^40 (dpkit.noise), and a query that would fail after its
+        # charge for a public reason is a budget lost for nothing.
+        raise InvalidParameter(
+            f"The query's budget is too small: a statistic of sensitivity {groups * sensitivity}"
+            f" would need noise of scale {width:.3g}, above the exact samplers' limit 2^40 "
+            f"({MAX_SCALE:.4g}). Give the query a larger budget, fewer statistics or smaller "
+            "contribution bounds."
+        )
+    return Noise(kind, width, sensitivity, groups, event, cost)
 
 
 # ---------------------------------------------------------------------- key selection

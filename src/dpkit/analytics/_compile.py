@@ -82,6 +82,11 @@ def _grid_inv(bound: float, noise_factor: float, magnitude: float) -> float:
     (at most ``magnitude`` in absolute value) is below 2^61 steps."""
     bound = max(bound, 1e-300)
     scale_value = noise_factor * bound
+    if not math.isfinite(scale_value):
+        raise InvalidParameter(
+            f"The noise for bounds of magnitude {bound!r} at this budget overflows a double "
+            "(its scale in value units is infinite): give narrower bounds or a larger budget."
+        )
     inv = _power_of_two_at_most(2.0**_TARGET_SCALE_BITS / scale_value)
     inv = min(inv, _power_of_two_at_most(2.0**_MAX_ROW_BITS / bound))
     return min(inv, _power_of_two_at_most(2.0**_MAX_MAGNITUDE_BITS / max(magnitude, 1e-300)))

@@ -377,9 +377,17 @@ def release(
                 columns[f"{column_name}_high"] = nan.copy()
             continue
         idx = [i for i in order if specs[i].aggregation == agg.name]
-        est, se, low, high = _estimate(
-            agg.kind, [specs[i] for i in idx], [noisy[i] for i in idx], confidence, z, agg.bounds
-        )
+        # Post-processing of released values: with extreme public bounds a standard
+        # error may overflow to inf, which is the honest answer (not a warning).
+        with np.errstate(over="ignore", invalid="ignore"):
+            est, se, low, high = _estimate(
+                agg.kind,
+                [specs[i] for i in idx],
+                [noisy[i] for i in idx],
+                confidence,
+                z,
+                agg.bounds,
+            )
         columns[agg.name] = est
         columns[f"{agg.name}_se"] = se
         columns[f"{agg.name}_low"] = low

@@ -1,20 +1,33 @@
 """The analytics Session: a table, a privacy unit, a budget and a persistent ledger.
 
-A query runs in four steps, in this order: (1) validate and compile it (schema,
-expressions, bounds, budget split) -- public information only; (2) the engine computes
-exact integer aggregates per group (contribution bounding inside the engine); (3) the
-ledger commits the spend durably (fsync'd SQLite transaction), refusing it if the
-budget would be exceeded; (4) exact integer noise is added in Python and the result is
-released. A failure in (1)-(3) spends nothing and releases nothing; a crash after (3)
-forgets nothing.
+A query runs in five steps, in this order:
+
+1. **compile** -- validate the query and split its budget (schema, expressions, keys,
+   bounds): public information only, no engine, no randomness;
+2. **prepare** -- the engine binds every statement it will run without reading a row
+   (names, types, functions);
+3. **charge** -- the ledger commits the spend durably (an fsync'd SQLite transaction),
+   refusing it if the budget would be exceeded;
+4. **run** -- the engine computes exact integer aggregates per group (contribution
+   bounding inside the engine);
+5. **release** -- exact integer noise is added in Python.
+
+Design rule (docs/analytics.md, "Threat model"): whether a query succeeds, what it
+raises and how long it takes to fail depend on the schema and public parameters only,
+never on row values. Steps 1-3 read no row, so a failure there spends nothing and
+depends on public information only. Step 4 cannot fail on row values (expressions are
+total, keys are canonical, integer widths come from public bounds); a failure that can
+still happen there (out of memory, a disk error) keeps the charge -- the same on every
+dataset -- and its message names the error's class only. A crash after step 3 forgets
+nothing.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import json
-import math
 from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from pathlib import Path
@@ -23,14 +36,22 @@ from typing import Any
 import numpy as np
 
 from dpkit.accounting.guarantees import Guarantee
-from dpkit.analytics._accounting import BudgetKind, budget_kind, selection_threshold
+from dpkit.analytics._accounting import (
+    BudgetKind,
+    QueryBudget,
+    _share_of,
+    budget_kind,
+    selection_threshold,
+)
 from dpkit.analytics._compile import CompiledQuery, compile_query, salt_from
-from dpkit.analytics._engine import DuckDBEngine, Engine, EngineResult, quote
+from dpkit.analytics._engine import DuckDBEngine, Engine, quote
+from dpkit.analytics._keys import canonical_keys
 from dpkit.analytics._ledger import Ledger, SpendRecord
 from dpkit.analytics._order import release_order, released_bounds
+from dpkit.analytics._plan import PartScope
 from dpkit.analytics._release import Explanation, QueryResult, explain, release
 from dpkit.analytics.query import Query
-from dpkit.errors import DataError, InternalError, InvalidParameter
+from dpkit.errors import BudgetExceeded, DataError, InternalError, InvalidParameter
 from dpkit.random import Random, RandomLike, as_random
 
 __all__ = ["Session"]
@@ -71,7 +92,6 @@ class Session:
         selection_delta: float | None = None,
         _scope: str = _ROOT,
         _kind: BudgetKind | None = None,
-        _partition: tuple[str, object, int] | None = None,
     ) -> None:
         owner = "Session"
         self._engine = engine
@@ -94,7 +114,7 @@ class Session:
         self._fingerprint = _fingerprint(f"{source}|unit={privacy_unit}", self._schema)
         self._ledger.open_scope(_scope, self._kind.key, self._kind.amount, self._fingerprint)
         self._random: Random = as_random(rng)
-        self._partition = _partition
+        self._partitions: tuple[PartScope, ...] = ()
         self._after_commit: Callable[[], None] | None = None  # test hook (crash tests)
 
     # ------------------------------------------------------------------ constructors
@@ -320,15 +340,19 @@ class Session:
         return dict(self._schema)
 
     # ------------------------------------------------------------------ queries
-    def _compile(
+    def _compile(self, query: Query, budget: object, salt: int) -> CompiledQuery:
+        """Compile ``query`` at ``budget`` (step 1; what tests and audits inspect)."""
+        return self._compile_budgeted(query, budget, salt)[0]
+
+    def _compile_budgeted(
         self,
         query: Query,
         budget: object,
         salt: int,
         *,
-        fixed: tuple[Fraction, float | None] | None = None,
-    ) -> CompiledQuery:
-        """Compile ``query``; ``fixed`` reuses a first compilation's (amount, delta)."""
+        fixed: tuple[QueryBudget, float | None] | None = None,
+    ) -> tuple[CompiledQuery, QueryBudget]:
+        """Compile ``query`` (step 1); ``fixed`` reuses a first compilation's budget."""
         owner = "Session.evaluate"
         if fixed is not None:
             amount, delta = fixed
@@ -343,17 +367,26 @@ class Session:
                     delta = float(left / 2)
                     if delta <= 0:
                         delta = None
-        return compile_query(
+        if amount.noise != self._kind.noise and query.selection is not None:
+            raise InvalidParameter(
+                f"{owner}: private key selection in this Session needs a ZCDP or ApproxDP "
+                "query budget, or a share of the Session budget (a PureDP query budget runs "
+                "Laplace noise, which the selection's delta accounting does not cover)."
+            )
+        compiled = compile_query(
             query,
             kind=self._kind,
-            amount=amount,
+            amount=amount.share,
+            noise_kind=amount.noise,
             selection_delta=delta,
             schema=self._schema,
             schema_of=self._engine.schema,
             unit=self._unit,
             salt=salt,
-            partition=self._partition,
+            partitions=self._partitions,
         )
+        charge = (amount.charge, *compiled.charge[1:])
+        return dataclasses.replace(compiled, charge=charge), amount
 
     def explain(self, query: Query, *, budget: object, confidence: float = 0.95) -> Explanation:
         """What ``query`` would run at ``budget``, and its expected error. Spends nothing.
@@ -379,10 +412,16 @@ class Session:
         query:
             A :class:`~dpkit.analytics.Query`.
         budget:
-            The query's budget: a guarantee of the Session's currency (``PureDP`` for a
-            PureDP Session, ``ZCDP`` for ZCDP and ApproxDP Sessions) or a share in (0, 1]
-            of the Session's total budget. It is split between the aggregations by their
-            weights (see docs/analytics.md).
+            The query's budget, split between its aggregations by their weights (see
+            docs/analytics.md): a share in (0, 1] of the Session's total budget (a float
+            or a :class:`fractions.Fraction`), ``"remaining"`` (all that is left), or a
+            guarantee. A PureDP Session takes ``PureDP``; a ZCDP or ApproxDP Session
+            takes ``ZCDP``, ``ApproxDP(eps, delta)`` (charged the largest rho whose
+            zCDP guarantee implies it; Gaussian noise) and ``PureDP(eps)`` (Laplace
+            noise, charged the rho ``eps tanh(eps / 2)`` of an eps-DP query). A budget
+            that exceeds what remains by at most a relative 1e-12 of the Session's
+            total (equal float splits: ten times ``PureDP(0.1)`` in ``PureDP(1.0)``) is
+            rounded *down* to what remains, and the noise is calibrated for that.
         confidence:
             Level of the confidence intervals reported, in (0, 1).
 
@@ -393,11 +432,23 @@ class Session:
             standard error and a confidence interval; ``.releases``: one
             :class:`~dpkit.Release` per noisy statistic (mechanism, event, guarantee).
 
+        Raises
+        ------
+        InvalidParameter, DataError
+            The query or budget is invalid for this schema (nothing spent).
+        BudgetExceeded
+            The budget does not fit (nothing spent).
+        EngineError
+            Before the charge: a statement does not bind (a schema-level message;
+            nothing spent). After it: the engine failed while reading rows (out of
+            memory, a disk error); the charge stands and the message names only the
+            error's class.
+
         Privacy
         -------
-        Charges exactly ``budget`` (and, for private key selection, its delta); the
-        release is that private w.r.t. the Session's privacy unit. Nothing is charged if
-        the query fails before the charge.
+        The release is ``budget``-private w.r.t. the Session's privacy unit (and, with
+        private key selection, costs its delta). Whether this call fails, and what it
+        raises, depends on the schema and public parameters only (module docstring).
         """
         if not (isinstance(confidence, float) and 0.0 < confidence < 1.0):
             raise InvalidParameter.for_parameter(
@@ -405,28 +456,21 @@ class Session:
             )
         random = self._random.spawn(1)[0]
         salt = salt_from(random.bytes(32))
-        compiled = self._compile(query, budget, salt)
+        # 1. compile (public information only).
+        compiled, amount = self._compile_budgeted(query, budget, salt)
         threshold = None
         if compiled.selection_noise is not None:
             assert compiled.selection_delta is not None
             threshold, _ = selection_threshold(compiled.selection_noise, compiled.selection_delta)
-        # Cheap early refusal, then the engine, then the real (atomic) charge.
+        # A cheap early refusal (the charge below re-checks atomically).
         self._check_fits(compiled.charge)
-        staged = bool(compiled.bound_orders)
-        if staged:
-            # The aggregate needs the private bounds, which are released only after
-            # the charge: compute their histograms now and check that the aggregate's
-            # SQL compiles, so that every failure we can foresee spends nothing.
-            assert compiled.bounds_plan is not None
-            bound_hist = [
-                self._engine.histograms(compiled.bounds_plan, o) for o in compiled.bound_orders
-            ]
-            if compiled.plan.statistics:
-                self._engine.check(compiled.plan)
-            exact: EngineResult = {}
-        else:
-            exact = self._engine.aggregate(compiled.plan) if compiled.plan.statistics else {}
-        histograms = [self._engine.histograms(compiled.plan, o) for o in compiled.orders]
+        # 2. prepare: bind every statement without reading a row. The aggregate of a
+        # query with private bounds is bound with the search range as its bounds (the
+        # same statement shape as with the bounds released later).
+        if compiled.bounds_plan is not None:
+            self._engine.prepare(compiled.bounds_plan, compiled.bound_orders)
+        self._engine.prepare(compiled.plan, compiled.orders)
+        # 3. charge (atomic; refuses an overspend).
         description = json.dumps({"query": repr(query)[:2000], "budget": repr(budget)})
         self._ledger.spend(
             self._scope,
@@ -437,17 +481,20 @@ class Session:
         )
         if self._after_commit is not None:
             self._after_commit()
-        if not staged:
+        # 4. run and 5. release.
+        histograms = [self._engine.histograms(compiled.plan, o) for o in compiled.orders]
+        if not compiled.bound_orders:
+            exact = self._engine.aggregate(compiled.plan) if compiled.plan.statistics else {}
             return release(compiled, query, exact, threshold, confidence, random, histograms)
         return self._release_staged(
-            compiled, query, bound_hist, threshold, confidence, random, histograms, salt
+            compiled, amount, query, threshold, confidence, random, histograms, salt
         )
 
     def _release_staged(
         self,
         compiled: CompiledQuery,
+        amount: QueryBudget,
         query: Query,
-        bound_hist: list[dict[tuple[Any, ...], dict[int, int]]],
         threshold: int | None,
         confidence: float,
         random: Random,
@@ -458,12 +505,13 @@ class Session:
 
         The bounds are post-processing of their quantile releases, so compiling the
         aggregate with them (grids and noise scales) uses no further privacy budget;
-        the aggregate's statistics were already charged at their share. An engine
-        failure past this point keeps the charge (the bounds were drawn).
+        the aggregate's statistics were already charged at their share.
         """
+        assert compiled.bounds_plan is not None
         released: dict[str, tuple[float, float]] = {}
         bound_releases = []
-        for spec, hist in zip(compiled.bound_orders, bound_hist, strict=True):
+        for spec in compiled.bound_orders:
+            hist = self._engine.histograms(compiled.bounds_plan, spec)
             pair = release_order(spec, hist.get((), {}), random, confidence)
             bound_releases.extend(pair)
             released[spec.aggregation] = released_bounds(spec, pair[0].value, pair[1].value)
@@ -472,8 +520,8 @@ class Session:
             for a in query.aggregations
         )
         final_query = dataclasses.replace(query, aggregations=clamped)
-        final = self._compile(
-            final_query, None, salt, fixed=(compiled.charge[0], compiled.selection_delta)
+        final, _ = self._compile_budgeted(
+            final_query, None, salt, fixed=(amount, compiled.selection_delta)
         )
         if final.charge != compiled.charge or final.plan.salt != compiled.plan.salt:
             raise InternalError("a staged query changed its charge; this is a bug.")
@@ -497,8 +545,6 @@ class Session:
         spent = self._ledger.spent(self._scope)
         total = tuple(s + c for s, c in zip(spent, charge, strict=True))
         if not self._kind.fits(total, self._kind.amount):
-            from dpkit.errors import BudgetExceeded
-
             left = tuple(b - s for b, s in zip(self._kind.amount, spent, strict=True))
             raise BudgetExceeded(
                 "Cannot answer the query without exceeding the privacy budget. "
@@ -515,84 +561,112 @@ class Session:
     ) -> dict[object, Session]:
         """Sub-Sessions over the disjoint parts ``column == key``, charged in parallel.
 
-        ``budgets`` is one budget for every part or one per key, each a guarantee of the
-        Session's currency or a share in (0, 1] of the total (for ApproxDP Sessions a
-        share also gives the part that share of the key-selection delta). The parent is
-        charged the largest part budget, not the sum (parallel composition): each person
-        belongs to one part -- with a privacy unit, the part of the person's row with the
-        smallest keyed hash; the person's rows in other parts are dropped from them.
-        The parts may be queried concurrently: a person's privacy loss comes from one
-        part only, whose filter bounds it (the individual-filter argument of Feldman &
-        Zrnic 2021). Reopening the same partition on a persistent ledger resumes the
-        parts without charging the parent again.
+        Parameters
+        ----------
+        column:
+            The column to split on (not the privacy unit).
+        keys:
+            Public keys, each converted to the column's type first (``1`` and ``1.0``
+            of an INTEGER column are one key and are refused together; ``"1"`` is
+            refused: see :mod:`dpkit.analytics._keys`).
+        budgets:
+            One budget for every part or one per key: a share in (0, 1] of the
+            Session's total budget (for ApproxDP Sessions the part also gets that share
+            of the key-selection delta), or a guarantee of the Session's currency.
+
+        Returns
+        -------
+        dict
+            ``{key as given: sub-Session}``. A sub-Session sees only its part's rows, at
+            every depth (a part of a part sees the rows of both), and is a Session: it
+            evaluates queries, explains, and partitions further.
+
+        Privacy
+        -------
+        A partition is a stable transformation into disjoint parts, charged **once,
+        when it is created**, the largest part budget to this Session (parallel
+        composition). With a privacy unit each person belongs to one part -- the part
+        of the person's row with the smallest keyed hash among the rows this Session
+        sees; the person's rows in other parts are dropped from them -- so adding or
+        removing a person changes one part only, and the partition as a whole is as
+        private as its largest part's filter allows (the other parts, on identical
+        data, are post-processing). Every part is a filter of its own budget.
+
+        The parts and this Session may be used concurrently, in any interleaving: the
+        partition is one interactive mechanism charged up front, and a privacy filter
+        over non-interactive mechanisms extends to the concurrent composition of
+        interactive ones for (eps, delta)-DP and Renyi DP of each fixed order, hence
+        zCDP (Haney, Shoemate, Tian, Vadhan, Vyrros, Xu & Zhang, CCS 2023; Vadhan &
+        Wang 2021 for pure DP with fixed parameters). This is OpenDP's choice; Tumult
+        Analytics instead locks the parent until the parts are closed.
+
+        A partition is identified by its column, canonical keys and part budgets:
+        calling ``partition`` again with the same three (in this process, or on a
+        reopened persistent ledger) returns the same parts and charges nothing; any
+        other partition -- other keys, other budgets -- is a new one and is charged
+        again.
         """
         owner = "Session.partition"
-        if column not in self._schema:
+        if not isinstance(column, str) or column not in self._schema:
             raise DataError(
                 f"{owner}: unknown column {column!r}. Available columns: {sorted(self._schema)}."
             )
         if column == self._unit:
             raise InvalidParameter(f"{owner}: cannot partition by the privacy unit.")
-        keys = list(dict.fromkeys(keys))
-        if not keys or any(
-            not isinstance(k, str | int | float) or isinstance(k, bool) for k in keys
-        ):
-            raise InvalidParameter.for_parameter(
-                "keys", owner, "a non-empty sequence of str, int or float keys", keys
-            )
+        if isinstance(keys, str | bytes) or not isinstance(keys, Sequence) or not keys:
+            raise InvalidParameter.for_parameter("keys", owner, "a non-empty list of keys", keys)
+        given = list(keys)
+        canonical = canonical_keys(given, self._schema[column], column, owner)
         if isinstance(budgets, list | tuple):
-            if len(budgets) != len(keys):
-                raise InvalidParameter(f"{owner}: give one budget per key ({len(keys)}).")
+            if len(budgets) != len(given):
+                raise InvalidParameter(f"{owner}: give one budget per key ({len(given)}).")
             per_key = list(budgets)
         else:
-            per_key = [budgets] * len(keys)
+            per_key = [budgets] * len(given)
         amounts = [self._part_amount(b, owner) for b in per_key]
         charge = tuple(max(a[i] for a in amounts) for i in range(len(self._kind.amount)))
-        label = f"{self._scope}/{column}"
-        scopes = [f"{label}={k!r}" for k in keys]
-        salt_scope = f"{label}#salt"
-        fresh = not self._ledger.has_scope(scopes[0])
-        if fresh:
-            self._ledger.spend(
-                self._scope,
-                charge,
-                json.dumps({"partition": column, "keys": [repr(k) for k in keys]}),
-                fits=self._kind.fits,
-                show=self._kind.show,
-            )
-        salt = self._partition_salt(salt_scope)
+        identity = json.dumps(
+            [column, [repr(k) for k in canonical], [[str(x) for x in a] for a in amounts]]
+        )
+        name = f"{self._scope}/partition:{hashlib.sha256(identity.encode()).hexdigest()[:24]}"
+        scopes = [f"{name}/{key!r}" for key in canonical]
+        salt = self._ledger.open_partition(
+            self._scope,
+            name,
+            charge,
+            [
+                (scope, self._kind.key, amount)
+                for scope, amount in zip(scopes, amounts, strict=True)
+            ],
+            salt_from(self._random.spawn(1)[0].bytes(32)),
+            json.dumps({"partition": column, "keys": [repr(k) for k in canonical]}),
+            fits=self._kind.fits,
+            show=self._kind.show,
+            fingerprint=self._fingerprint,
+        )
         parts: dict[object, Session] = {}
-        for key, scope, amount in zip(keys, scopes, amounts, strict=True):
-            kind = BudgetKind(self._kind.total, self._kind.name, amount)
-            child = Session.__new__(Session)
-            child._engine = self._engine
-            child._kind = kind
-            child._schema = self._schema
-            child._unit = self._unit
-            child._source = self._source
-            child._ledger = self._ledger
-            child._scope = scope
-            child._fingerprint = self._fingerprint
-            child._ledger.open_scope(scope, kind.key, kind.amount, self._fingerprint)
-            child._random = self._random.spawn(1)[0]
-            child._partition = (column, key, salt)
-            child._after_commit = None
-            parts[key] = child
+        for key, value, scope, amount in zip(given, canonical, scopes, amounts, strict=True):
+            part = copy.copy(self)
+            part._kind = BudgetKind(self._kind.total, self._kind.name, amount)
+            part._scope = scope
+            # Re-checks the stored budget against this one (a bug would surface here).
+            part._ledger.open_scope(scope, part._kind.key, amount, self._fingerprint)
+            part._random = self._random.spawn(1)[0]
+            part._partitions = (*self._partitions, PartScope(column, value, salt))
+            part._after_commit = None
+            parts[key] = part
         return parts
 
     def _part_amount(self, budget: object, owner: str) -> tuple[Fraction, ...]:
-        if isinstance(budget, float) and not math.isnan(budget) and 0.0 < budget <= 1.0:
-            return tuple(Fraction(budget) * a for a in self._kind.amount)
-        amount = self._kind.query_amount(budget, self._kind.amount, owner)
-        return (amount,) if self._kind.name != "approx" else (amount, Fraction(0))
-
-    def _partition_salt(self, scope: str) -> int:
-        # The assignment of persons to parts must not change when the Session is
-        # reopened, so its salt is stored (as a zero-budget scope) in the ledger.
-        if not self._ledger.has_scope(scope):
-            salt = salt_from(self._random.spawn(1)[0].bytes(32))
-            self._ledger.open_scope(scope, "salt", (Fraction(0),), str(salt))
-        return int(self._ledger.fingerprint(scope))
+        share = _share_of(budget)
+        if share is not None:
+            return tuple(share * a for a in self._kind.amount)
+        amount = self._kind.query_amount(budget, (Fraction(0),) * len(self._kind.amount), owner)
+        if amount.noise != self._kind.noise:
+            raise InvalidParameter.for_parameter(
+                "budgets", owner, "shares in (0, 1] or guarantees of the Session's currency", budget
+            )
+        return (amount.charge,) if self._kind.name != "approx" else (amount.charge, Fraction(0))
 
     def __repr__(self) -> str:
         return (
