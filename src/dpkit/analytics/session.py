@@ -35,7 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from dpkit.accounting.guarantees import Guarantee
+from dpkit.accounting._math.rounding import fraction_down
+from dpkit.accounting.guarantees import ApproxDP, Guarantee
 from dpkit.analytics._accounting import (
     BudgetKind,
     QueryBudget,
@@ -318,6 +319,18 @@ class Session:
             return 0.0
         spent = self._ledger.spent(self._scope)
         return float(max(Fraction(0), self._kind.amount[1] - spent[1]))
+
+    @property
+    def remaining_approx(self) -> ApproxDP | None:
+        """ApproxDP Sessions: what :attr:`remaining` (a zCDP rho) is worth as
+        ``ApproxDP(eps, delta)`` at the Session's conversion delta -- the largest
+        ApproxDP query budget of that delta that still fits (epsilon rounded up, so
+        it never overstates what is left by more than a rounding). None otherwise."""
+        if self._kind.name != "approx":
+            return None
+        spent = self._ledger.spent(self._scope)
+        left = max(Fraction(0), self._kind.amount[0] - spent[0])
+        return self._kind.as_approx(Fraction(fraction_down(left)))
 
     @property
     def history(self) -> Sequence[SpendRecord]:
@@ -669,7 +682,9 @@ class Session:
         return (amount.charge,) if self._kind.name != "approx" else (amount.charge, Fraction(0))
 
     def __repr__(self) -> str:
+        approx = self.remaining_approx
+        also = "" if approx is None else f" (worth {approx!r})"
         return (
             f"Session(privacy_unit={self._unit!r}, budget={self.budget!r}, "
-            f"remaining={self.remaining!r})"
+            f"remaining={self.remaining!r}{also})"
         )
