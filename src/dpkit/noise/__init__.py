@@ -35,14 +35,15 @@ True
 from __future__ import annotations
 
 import math
-from typing import Any, overload
+from collections.abc import Callable
+from typing import overload
 
 import numpy as np
 import numpy.typing as npt
 
 from dpkit import _validation as check
 from dpkit.errors import InvalidParameter
-from dpkit.noise import _exact, reference
+from dpkit.noise import _exact, _grid, reference
 from dpkit.random import RandomLike, as_random
 
 __all__ = [
@@ -63,12 +64,21 @@ MAX_SCALE = 2.0**40
 #: Grid step relative to the noise scale: the rounding moves a release by at most
 #: 2^-21 noise scales, far below any statistical resolution.
 _GRID_BITS_BELOW_SCALE = 20
+#: Largest noise scale in grid steps: the noise in grid units then obeys the integer
+#: samplers' bound MAX_SCALE, so the grid index K of a release stays below 2^54 and
+#: fits an int64 (dpkit/noise/_grid.py). A finer grid would overflow it.
+_MAX_SCALE_IN_STEPS = MAX_SCALE
+#: Smallest positive float64 (subnormal), the finest grid step there is.
+_MIN_STEP = math.ldexp(1.0, -1074)
 
 
 def default_granularity(scale: float) -> float:
-    """The grid step used for noise of the given scale: a power of two ~2^-20 * scale."""
+    """The grid step used for noise of the given scale: a power of two ~2^-20 * scale.
+
+    Never below 2^-1074, the smallest positive float (for scales below ~2^-1053).
+    """
     scale = check.check_positive(scale, "scale", "default_granularity")
-    return math.ldexp(1.0, math.frexp(scale)[1] - 1 - _GRID_BITS_BELOW_SCALE)
+    return max(_MIN_STEP, math.ldexp(1.0, math.frexp(scale)[1] - 1 - _GRID_BITS_BELOW_SCALE))
 
 
 def _check_size(size: int | None, owner: str) -> int:
@@ -166,6 +176,14 @@ def bernoulli_exp(
 
 
 def check_granularity(granularity: float | None, scale: float, owner: str) -> float:
+    """Validate a grid step for noise of the given scale (``None``: the default).
+
+    A valid step is a power of two in ``[scale * 2^-40, scale]``: at most the noise
+    scale, and fine enough for any use (2^40 grid steps per noise scale) while the
+    grid index of a release still fits an int64. Raises
+    :class:`~dpkit.errors.InvalidParameter` otherwise; callers validate before any
+    randomness is drawn.
+    """
     if granularity is None:
         return default_granularity(scale)
     value = check.check_positive(granularity, "granularity", owner)
@@ -178,22 +196,32 @@ def check_granularity(granularity: float | None, scale: float, owner: str) -> fl
         raise InvalidParameter.for_parameter(
             "granularity", owner, f"at most the noise scale ({scale!r})", granularity
         )
+    # scale / value is exact (a power-of-two divisor, a quotient >= 1) or inf.
+    if scale / value > _MAX_SCALE_IN_STEPS:
+        raise InvalidParameter.for_parameter(
+            "granularity",
+            owner,
+            f"at least the noise scale / 2^40 ({scale / _MAX_SCALE_IN_STEPS!r})",
+            granularity,
+        )
     return value
 
 
 def _rounded(
     loc: npt.ArrayLike,
     granularity: float,
-    sample: Any,
+    sample: Callable[[_grid.GridOffsets], npt.NDArray[np.int64]],
     owner: str,
 ) -> float | npt.NDArray[np.float64]:
+    # Validates every entry (finite, else DataError) before anything is drawn.
     values = check.check_array(loc, "loc", owner, allow_empty=True)
     flat = values.reshape(-1)
     out = np.empty_like(flat)
     for start in range(0, flat.size, _exact.CHUNK):
-        whole, fraction = _exact.split_on_grid(flat[start : start + _exact.CHUNK], granularity)
-        # whole + K is the exact integer rounded once to float: a function of it alone.
-        out[start : start + whole.size] = (whole + sample(fraction)) * granularity
+        base, offsets = _grid.split_on_grid(flat[start : start + _exact.CHUNK], granularity)
+        # base + g K is the exact grid point rounded once to float: a function of it
+        # alone, so the release carries no other trace of loc (Mironov 2012).
+        out[start : start + base.size] = _grid.add_on_grid(base, sample(offsets), granularity)
     result = out.reshape(values.shape)
     return float(result) if result.ndim == 0 else result
 
@@ -210,11 +238,12 @@ def laplace(
     Parameters
     ----------
     loc:
-        Centre(s), any shape; finite floats.
+        Centre(s), any shape; finite floats. Every finite float is handled exactly,
+        however large or small (see Notes).
     scale:
         Laplace scale ``b`` in (0, 2^40].
     granularity:
-        Grid step, a power of two at most ``scale``; default
+        Grid step, a power of two in ``[scale * 2^-40, scale]``; default
         :func:`default_granularity`.
     rng:
         Random source.
@@ -223,9 +252,26 @@ def laplace(
     -------
     float or numpy.ndarray
         Each entry is the exact real ``loc + X`` rounded to the nearest multiple of
-        the grid step (``X ~ Laplace(0, scale)`` independent per entry). Rounding is
-        post-processing: on a query of L1 sensitivity ``s`` this is exactly
-        ``(s / scale)``-DP.
+        the grid step (halves up; ``X ~ Laplace(0, scale)`` independent per entry),
+        then rounded once to float64. Rounding is post-processing: on a query of L1
+        sensitivity ``s`` this is exactly ``(s / scale)``-DP. (Releases are always
+        finite: the noise stays below 2^54, far less than the float spacing near the
+        largest floats.)
+
+    Raises
+    ------
+    InvalidParameter
+        For an invalid ``scale`` or ``granularity``, before any randomness is drawn.
+    DataError
+        If ``loc`` holds NaN or infinities, before any randomness is drawn.
+
+    Notes
+    -----
+    ``loc`` is split exactly as ``base + g f`` with ``base`` on the grid and
+    ``|f| <= 1/2`` (``dpkit/noise/_grid.py`` proves it for every finite float). This
+    includes inputs so large that ``loc / g`` overflows -- they lie on the grid
+    already -- and tiny or negative inputs whose offset ``1 - 2^-1074`` would not be
+    a float.
     """
     scale = _check_scale(scale, "scale", "laplace")
     step = check_granularity(granularity, scale, "laplace")
@@ -242,9 +288,10 @@ def gaussian(
 ) -> float | npt.NDArray[np.float64]:
     """``loc + N(0, sigma^2)``, computed exactly and rounded to a grid.
 
-    Same contract as :func:`laplace`: each entry is the exact real ``loc + X`` rounded
-    to the grid, ``X ~ N(0, sigma^2)``, so the Gaussian mechanism's exact privacy
-    profile holds unchanged.
+    Same contract as :func:`laplace` (parameters, exact handling of every finite
+    ``loc``, errors): each entry is the exact real ``loc + X`` rounded to the grid,
+    ``X ~ N(0, sigma^2)``, so the Gaussian mechanism's exact privacy profile holds
+    unchanged. ``granularity`` is a power of two in ``[sigma * 2^-40, sigma]``.
     """
     sigma = _check_scale(sigma, "sigma", "gaussian")
     step = check_granularity(granularity, sigma, "gaussian")
@@ -266,7 +313,8 @@ def truncated_laplace(
 
     The density of ``X`` is proportional to ``exp(-|x| / scale)`` on ``[-bound, bound]``
     (Geng et al. 2020). See :class:`dpkit.mechanisms.TruncatedLaplace` for the
-    calibrations and their guarantees.
+    calibrations and their guarantees. Same contract as :func:`laplace` otherwise, with
+    ``granularity`` a power of two in ``[m * 2^-40, m]``, ``m = min(scale, bound)``.
     """
     scale = _check_scale(scale, "scale", "truncated_laplace")
     bound = check.check_positive(bound, "bound", "truncated_laplace")

@@ -9,9 +9,11 @@ temporaries.
 Exactly rounded continuous noise
 --------------------------------
 ``rounded_*`` functions return ``K = floor(f + 1/2 + X)`` for a noise variable ``X``
-(in grid units) and an offset ``f`` in [0, 1). A mechanism writes its input as
-``x / g = n + f`` (``n`` an integer, ``g`` a power of two) and releases
-``g * (n + K) = g * round(x / g + X)``: the exact real number ``x + g X`` rounded to
+(in grid units) and each offset ``f`` in [-1/2, 1/2] of :class:`GridOffsets`. A
+mechanism splits its input exactly as ``x = base + g f`` (``base`` on the grid ``g Z``,
+``g`` a power of two; :func:`dpkit.noise._grid.split_on_grid`) and releases
+``base + g K = g floor(x / g + 1/2 + X)``, rounded once to float64
+(:func:`dpkit.noise._grid.add_on_grid`): the exact real number ``x + g X`` rounded to
 the grid. That is post-processing of the ideal real-valued mechanism, so it keeps
 the ideal guarantee (Laplace: epsilon = sensitivity / scale; Gaussian: the exact
 Gaussian privacy profile), and the released float depends on the input only through
@@ -105,6 +107,7 @@ from dpkit.noise._certified import (
     sign_decision,
     uniform_prefix,
 )
+from dpkit.noise._grid import GridOffsets
 from dpkit.random import Random
 
 CHUNK = 1 << 16
@@ -285,47 +288,41 @@ def discrete_gaussian(sigma: float, size: int, rng: Random) -> IntArray:
 # ------------------------------------------------------- exactly rounded continuous noise
 
 
-@_quiet
-def split_on_grid(x: FloatArray, granularity: float) -> tuple[FloatArray, FloatArray]:
-    """``x / g = n + f`` with ``n`` integral and ``f`` in [0, 1), both exact floats.
+def _round_laplace_exact(prefix: int, f: Decimal, sign: int, scale: float, rng: Random) -> int:
+    """``floor(f + 1/2 + sign * scale * (-ln U))`` for a ``U`` with known prefix, exactly.
 
-    ``x / g`` is exact (``g`` is a power of two); it is clipped to +-2^1000 first, a
-    contraction that cannot increase sensitivity and keeps every later step finite.
+    ``f`` is the exact offset (:meth:`GridOffsets.exact`).
     """
-    with np.errstate(over="ignore"):
-        scaled = np.clip(x / granularity, -(2.0**1000), 2.0**1000)
-    whole = np.floor(scaled)
-    return whole, scaled - whole  # exact: Sterbenz lemma
-
-
-def _round_laplace_exact(prefix: int, fraction: float, sign: int, scale: float, rng: Random) -> int:
-    """``floor(f + 1/2 + sign * scale * (-ln U))`` for a ``U`` with known prefix, exactly."""
-    t, f = Decimal(scale), Decimal(fraction)
+    t = Decimal(scale)
 
     def evaluate(u: Decimal) -> tuple[Decimal, Decimal]:
         e = -t * u.ln()
-        return f + Decimal("0.5") + sign * e, f + 1 + e
+        return f + Decimal("0.5") + sign * e, abs(f) + 1 + e
 
     return refine(prefix, evaluate, decide_floor, rng)
 
 
 @_quiet
-def rounded_laplace(fraction: FloatArray, scale: float, rng: Random) -> IntArray:
-    """``floor(f + 1/2 + X)`` for ``X ~ Laplace(0, scale)``, exactly, for each offset ``f``."""
+def rounded_laplace(offsets: GridOffsets, scale: float, rng: Random) -> IntArray:
+    """``floor(f + 1/2 + X)`` for ``X ~ Laplace(0, scale)``, exactly, for each offset ``f``.
+
+    ``scale`` is in grid units (noise scale / grid step).
+    """
+    fraction = offsets.fraction
     n = fraction.size
     words = rng.uint64(n)
     k, a = uniform_prefix(words)
     sign = np.where((words & np.uint64(1)).astype(np.bool_), -1.0, 1.0)
     e = scale * _neg_log(a)  # Exponential(scale) = |X|
     value = fraction + 0.5 + sign * e
-    margin = FLOAT_MARGIN * (fraction + 1.0 + e)
+    margin = FLOAT_MARGIN * (np.abs(fraction) + 1.0 + e)
     width = _width(scale, k)
     low = value - margin - np.where(sign > 0, width, 0.0)
     high = value + margin + np.where(sign < 0, width, 0.0)
     result, decided = floor_decision(low, high)
     for i in np.flatnonzero(~decided):
         result[i] = _round_laplace_exact(
-            _prefix_int(k[i]), float(fraction[i]), int(sign[i]), scale, rng
+            _prefix_int(k[i]), offsets.exact(int(i)), int(sign[i]), scale, rng
         )
     return result
 
@@ -336,27 +333,28 @@ def _truncation_constants(scale: float, bound: float) -> tuple[float, float]:
 
 
 def _round_truncated_exact(
-    prefix: int, fraction: float, sign: int, scale: float, bound: float, rng: Random
+    prefix: int, f: Decimal, sign: int, scale: float, bound: float, rng: Random
 ) -> int:
-    t, f, big_a = Decimal(scale), Decimal(fraction), Decimal(bound)
+    t, big_a = Decimal(scale), Decimal(bound)
 
     def evaluate(u: Decimal) -> tuple[Decimal, Decimal]:
         r = (-big_a / t).exp()
         e = -t * (r + u * (1 - r)).ln()
-        return f + Decimal("0.5") + sign * e, f + 1 + e + t
+        return f + Decimal("0.5") + sign * e, abs(f) + 1 + e + t
 
     return refine(prefix, evaluate, decide_floor, rng)
 
 
 @_quiet
 def rounded_truncated_laplace(
-    fraction: FloatArray, scale: float, bound: float, rng: Random
+    offsets: GridOffsets, scale: float, bound: float, rng: Random
 ) -> IntArray:
     """``floor(f + 1/2 + X)`` for ``X`` Laplace(0, scale) conditioned on ``|X| <= bound``.
 
     ``|X| = -scale * ln(r + U (1 - r))`` with ``r = e^{-bound/scale}`` (inversion of
-    the exponential truncated to [0, bound]).
+    the exponential truncated to [0, bound]); ``scale`` and ``bound`` in grid units.
     """
+    fraction = offsets.fraction
     n = fraction.size
     words = rng.uint64(n)
     k, a = uniform_prefix(words)
@@ -365,7 +363,7 @@ def rounded_truncated_laplace(
     v_low = r + a * one_minus_r
     e = scale * _neg_log(v_low)
     value = fraction + 0.5 + sign * e
-    margin = FLOAT_MARGIN * (fraction + 1.0 + e + scale)
+    margin = FLOAT_MARGIN * (np.abs(fraction) + 1.0 + e + scale)
     # ln V moves by at most (1 - r) 2^-53 / V over the prefix interval.
     width = scale * one_minus_r * 2.0**-53 / v_low
     low = value - margin - np.where(sign > 0, width, 0.0)
@@ -373,19 +371,20 @@ def rounded_truncated_laplace(
     result, decided = floor_decision(low, high)
     for i in np.flatnonzero(~decided):
         result[i] = _round_truncated_exact(
-            _prefix_int(k[i]), float(fraction[i]), int(sign[i]), scale, bound, rng
+            _prefix_int(k[i]), offsets.exact(int(i)), int(sign[i]), scale, bound, rng
         )
     return result
 
 
 def _round_gaussian_exact(
-    prefixes: tuple[int, int], fraction: float, sign: int, sigma: float, rng: Random
+    prefixes: tuple[int, int], f: Decimal, sign: int, sigma: float, rng: Random
 ) -> int | None:
     """Scalar fallback of :func:`rounded_gaussian`: refine both uniforms of one attempt.
 
-    Returns the rounded value, or None when the attempt is rejected.
+    ``f`` is the exact offset. Returns the rounded value, or None when the attempt is
+    rejected.
     """
-    s, f = Decimal(sigma), Decimal(fraction)
+    s = Decimal(sigma)
     (n1, n2), bits, precision = prefixes, 53, 50
     for _ in range(200):
         n1 = (n1 << 64) | rng.getrandbits(64)
@@ -405,7 +404,7 @@ def _round_gaussian_exact(
             l2_low, l2_high = -u2_high.ln(), -u2_low.ln()
             if not (l1_high.is_finite() and l2_high.is_finite()):
                 continue
-            pad = (l1_high + l2_high + s + f + 2) * Decimal(10) ** (6 - precision)
+            pad = (l1_high + l2_high + s + abs(f) + 2) * Decimal(10) ** (6 - precision)
             q_ends = ((l1_low - 1) ** 2 / 2, (l1_high - 1) ** 2 / 2)
             q_min = Decimal(0) if l1_low <= 1 <= l1_high else min(q_ends)
             q_max = max(q_ends)
@@ -430,7 +429,7 @@ _GAP_MARGIN = 2.0**-30
 
 
 @_quiet
-def rounded_gaussian(fraction: FloatArray, sigma: float, rng: Random) -> IntArray:
+def rounded_gaussian(offsets: GridOffsets, sigma: float, rng: Random) -> IntArray:
     """``floor(f + 1/2 + X)`` for ``X ~ N(0, sigma^2)``, exactly, for each offset ``f``.
 
     Continuous analogue of CKS20 Algorithm 3: propose ``X = S sigma L`` with
@@ -445,7 +444,9 @@ def rounded_gaussian(fraction: FloatArray, sigma: float, rng: Random) -> IntArra
     acceptance is decided for the whole prefix box, ``U1`` is still uniform on its
     prefix interval, so the rounding alone may be refined (``_round_scaled_exact``).
     Undecided proposals are settled jointly, in order (``_round_gaussian_exact``).
+    ``sigma`` is in grid units.
     """
+    fraction = offsets.fraction
     size = fraction.size
     out = np.empty(size, dtype=np.int64)
     filled = 0
@@ -472,7 +473,7 @@ def rounded_gaussian(fraction: FloatArray, sigma: float, rng: Random) -> IntArra
                 break
             exact = _round_gaussian_exact(
                 (_prefix_int(k1[i]), _prefix_int(k2[i])),
-                float(fraction[slot]),
+                offsets.exact(slot),
                 -1 if negative[i] else 1,
                 sigma,
                 rng,
@@ -499,7 +500,7 @@ def rounded_gaussian(fraction: FloatArray, sigma: float, rng: Random) -> IntArra
             else:
                 result[j] = _round_laplace_exact(
                     _prefix_int(k1[proposal]),
-                    float(f[j]),
+                    offsets.exact(filled + int(j)),
                     -1 if negative[proposal] else 1,
                     sigma,
                     rng,
