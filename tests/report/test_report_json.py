@@ -34,7 +34,7 @@ def test_summary_round_trip_is_exact(
     summary = summary_factory(secure=secure, budget=budget)
     text = to_json(summary)
     assert from_json(text) == summary
-    assert DatasetSummary.from_json(summary.to_json(indent=None)) == summary
+    assert from_json(to_json(summary, indent=None)) == summary
     assert from_json(text.encode("utf-8")) == summary
 
 

@@ -355,6 +355,9 @@ class BudgetShare:
 class DatasetSummary:
     """A private summary of a dataset: the released numbers and their total privacy cost.
 
+    The model knows nothing of its formats: :func:`dpkit.report.to_json` and
+    :func:`dpkit.report.from_json` write and read it as JSON.
+
     Parameters
     ----------
     source:
@@ -418,16 +421,3 @@ class DatasetSummary:
         names = [c.name for c in self.columns]
         if len(set(names)) != len(names):
             raise InvalidParameter(f"{owner}: column names must be unique; got {names}.")
-
-    def to_json(self, *, indent: int | None = 2) -> str:
-        """This summary as JSON text (schema :data:`dpkit.report.SCHEMA`)."""
-        from dpkit.report.serialize import to_json
-
-        return to_json(self, indent=indent)
-
-    @classmethod
-    def from_json(cls, text: str | bytes) -> DatasetSummary:
-        """Read a summary written by :meth:`to_json`."""
-        from dpkit.report.serialize import from_json
-
-        return from_json(text)
