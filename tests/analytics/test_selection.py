@@ -7,12 +7,9 @@ from fractions import Fraction
 
 import pytest
 
-from dpkit.analytics._accounting import (
-    calibrate_noise,
-    gaussian_tail_upper,
-    laplace_tail,
-    selection_threshold,
-)
+from dpkit.analytics._accounting import calibrate_noise, selection_threshold
+from dpkit.mechanisms._tails import discrete_gaussian_tail_upper as gaussian_tail_upper
+from dpkit.mechanisms._tails import discrete_laplace_tail as laplace_tail
 
 
 def exact_gaussian_tail(t: int, sigma: float) -> float:

@@ -58,10 +58,13 @@ from fractions import Fraction
 
 from dpkit.accounting._math.conversions import pure_to_zcdp_rho, zcdp_epsilon
 from dpkit.accounting._math.rounding import fraction_down, fraction_up
-from dpkit.accounting.events import DiscreteGaussianEvent, DiscreteLaplaceEvent, Event
+from dpkit.accounting.events import Event
 from dpkit.accounting.filters import ZCDPFilter
 from dpkit.accounting.guarantees import ZCDP, ApproxDP, Guarantee, PureDP
 from dpkit.errors import BudgetExceeded, InternalError, InvalidParameter
+from dpkit.mechanisms._tails import discrete_gaussian_tail_upper, discrete_laplace_tail
+from dpkit.mechanisms.gaussian import DiscreteGaussian
+from dpkit.mechanisms.laplace import DiscreteLaplace
 from dpkit.noise import MAX_SCALE
 
 __all__ = [
@@ -239,121 +242,84 @@ def budget_kind(budget: object, selection_delta: float | None, owner: str) -> Bu
 
 @dataclass(frozen=True, slots=True)
 class Noise:
-    """Integer noise calibrated for one statistic (in the statistic's integer units)."""
+    """The mechanism that releases one statistic (in the statistic's integer units).
+
+    ``mechanism`` is a :class:`~dpkit.DiscreteLaplace` (L1 sensitivity ``groups *
+    sensitivity``) or a :class:`~dpkit.DiscreteGaussian` (L2 sensitivity ``sqrt(groups)
+    * sensitivity``); the Session releases through it, so the mechanism self-audits
+    cover what the Session runs. ``cost`` is its exact currency cost (epsilon or rho).
+    """
 
     kind: str  # "laplace" | "gaussian"
-    scale: float  # discrete Laplace scale t, or discrete Gaussian sigma
     sensitivity: int  # per-group integer sensitivity (one group)
     groups: int  # max groups one privacy unit touches
-    event: Event
+    mechanism: DiscreteLaplace | DiscreteGaussian
     cost: Fraction  # exact currency cost (epsilon or rho), <= the share given
 
+    @property
+    def scale(self) -> float:
+        """The discrete Laplace scale t, or the discrete Gaussian sigma."""
+        m = self.mechanism
+        return m.scale if isinstance(m, DiscreteLaplace) else m.sigma
+
+    @property
+    def event(self) -> Event:
+        return self.mechanism.event
+
     def standard_deviation(self) -> float:
-        if self.kind == "laplace":
-            q = math.exp(-1.0 / self.scale)
-            return math.sqrt(2.0 * q) / (1.0 - q)  # variance 2q/(1-q)^2
-        return self.scale  # discrete Gaussian variance <= sigma^2 (CKS20, Cor. 9)
+        error = self.mechanism.error(0.95)
+        assert error is not None  # additive mechanisms always state their error
+        return error.standard_deviation
 
     def half_width(self, confidence: float) -> int:
         """Smallest integer h with P(|noise| > h) <= 1 - confidence (exact or upper bound)."""
-        alpha = 1.0 - confidence
-        if self.kind == "laplace":
-            # P(|Z| > h) = 2 q^(h+1) / (1 + q) for discrete Laplace with q = e^(-1/t).
-            q = math.exp(-1.0 / self.scale)
-            h = max(0, math.ceil(math.log(alpha * (1.0 + q) / 2.0) / math.log(q) - 1.0))
-            while h > 0 and 2.0 * q**h / (1.0 + q) <= alpha:
-                h -= 1
-            while 2.0 * q ** (h + 1) / (1.0 + q) > alpha:
-                h += 1
-            return h
-        h = max(0, math.floor(self.scale * math.sqrt(2.0) * _erfcinv(alpha)) - 2)
-        while 2.0 * gaussian_tail_upper(h + 1, self.scale) > alpha:
-            h += 1
-        return h
-
-
-def _erfcinv(y: float) -> float:
-    low, high = 0.0, 40.0
-    for _ in range(100):
-        mid = 0.5 * (low + high)
-        if math.erfc(mid) > y:
-            low = mid
-        else:
-            high = mid
-    return low
-
-
-def gaussian_tail_upper(t: int, sigma: float) -> float:
-    """Upper bound on ``P[Z >= t]`` for the discrete Gaussian ``N_Z(0, sigma^2)``, t >= 0.
-
-    Numerator: ``sum_{z>=t} f(z) <= f(t) + int_t^inf f`` (f decreasing on [0, inf));
-    normaliser: ``sum_z f(z) >= sigma sqrt(2 pi)`` (Poisson summation: the sum equals
-    ``sigma sqrt(2 pi) (1 + 2 sum_k exp(-2 pi^2 sigma^2 k^2))``). Rounded up slightly.
-    """
-    if t <= 0:
-        return 1.0
-    f_t = math.exp(-(t * t) / (2.0 * sigma * sigma))
-    integral = sigma * math.sqrt(math.pi / 2.0) * math.erfc(t / (sigma * math.sqrt(2.0)))
-    return min(1.0, (f_t + integral) / (sigma * math.sqrt(2.0 * math.pi)) * (1.0 + 1e-12))
-
-
-def laplace_tail(t: int, scale: float) -> float:
-    """``P[Z >= t]`` for discrete Laplace of scale ``scale``: ``q^t / (1 + q)`` for t >= 1."""
-    if t <= 0:
-        return 1.0
-    q = math.exp(-1.0 / scale)
-    return min(1.0, q**t / (1.0 + q) * (1.0 + 1e-12))
+        error = self.mechanism.error(confidence)
+        assert error is not None
+        return int(error.half_width)
 
 
 def calibrate_noise(kind: str, share: Fraction, sensitivity: int, groups: int) -> Noise:
-    """Discrete noise for a per-group integer ``sensitivity`` over ``groups`` groups.
+    """The mechanism for a per-group integer ``sensitivity`` over ``groups`` groups.
 
-    Pure DP: the vector's L1 sensitivity is ``groups * sensitivity`` and the discrete
-    Laplace scale ``t = L1 / eps`` gives ``eps``-DP (Ghosh, Roughgarden & Sundararajan
-    2009). zCDP: the L2 sensitivity is ``sqrt(groups) * sensitivity`` and sigma with
-    ``L2^2 / (2 sigma^2) = rho`` gives ``rho``-zCDP (Canonne, Kamath & Steinke 2020,
-    Thm 4 and 14). The scale is rounded up until the event's own (rounded-up) cost is
-    at most the share, so the charge always covers what runs.
+    Pure DP: the vector's L1 sensitivity is ``groups * sensitivity``, and a
+    :class:`DiscreteLaplace` of scale ``t >= L1 / share`` (the smallest such float) is
+    ``L1 / t``-DP (Ghosh, Roughgarden & Sundararajan 2009). zCDP: the L2 sensitivity is
+    ``sqrt(groups) * sensitivity`` (rounded up), and :meth:`DiscreteGaussian.calibrate`
+    at rho ``share`` (rounded down) gives sigma with ``L2^2 / (2 sigma^2) <= share``
+    (Canonne, Kamath & Steinke 2020, Thm 4 and 14). The exact rational cost is checked
+    against the share, so the charge covers what runs.
     """
     if share <= 0:
         raise InternalError("a statistic got no budget; this is a bug, please report it.")
     sensitivity = max(1, sensitivity)
-    if kind == "laplace":
-        l1 = groups * sensitivity
-        scale = fraction_up(Fraction(l1) / share)
-        event: Event = DiscreteLaplaceEvent(scale=scale, sensitivity=l1)
-        cost = Fraction(l1) / Fraction(scale)
-        while cost > share:
-            scale = math.nextafter(scale, math.inf)
-            event = DiscreteLaplaceEvent(scale=scale, sensitivity=l1)
-            cost = Fraction(l1) / Fraction(scale)
-    else:
-        l2_squared = Fraction(groups * sensitivity * sensitivity)
-        sigma = math.sqrt(fraction_up(l2_squared / (2 * share)))
-        sigma = math.nextafter(sigma, math.inf)
-        cost = l2_squared / (2 * Fraction(sigma) ** 2)
-        while cost > share:
-            sigma = math.nextafter(sigma, math.inf)
-            cost = l2_squared / (2 * Fraction(sigma) ** 2)
-        l2 = math.sqrt(float(l2_squared))
-        if groups == 1:
-            event = DiscreteGaussianEvent(sigma=sigma, sensitivity=sensitivity)
+    target = fraction_down(share)
+    try:
+        if kind == "laplace":
+            l1 = groups * sensitivity
+            # The smallest float scale >= l1 / share: its exact cost is at most the share.
+            laplace = DiscreteLaplace(scale=fraction_up(Fraction(l1) / share), sensitivity=l1)
+            mechanism: DiscreteLaplace | DiscreteGaussian = laplace
+            cost = Fraction(l1) / Fraction(laplace.scale)
         else:
-            event = DiscreteGaussianEvent(
-                sigma=sigma, sensitivity=math.nextafter(l2, math.inf), dimension=groups
-            )
-    width = scale if kind == "laplace" else sigma
-    if width > MAX_SCALE:
+            l2_squared = Fraction(groups * sensitivity * sensitivity)
+            l2 = math.sqrt(float(l2_squared))
+            while Fraction(l2) ** 2 < l2_squared:
+                l2 = math.nextafter(l2, math.inf)
+            mechanism = DiscreteGaussian.calibrate(rho=target, sensitivity=l2)
+            cost = Fraction(l2) ** 2 / (2 * Fraction(mechanism.sigma) ** 2)
+    except InvalidParameter:
         # Refused here, at compile time, before anything is charged: the exact samplers
         # take scales up to 2^40 (dpkit.noise), and a query that would fail after its
         # charge for a public reason is a budget lost for nothing.
         raise InvalidParameter(
             f"The query's budget is too small: a statistic of sensitivity {groups * sensitivity}"
-            f" would need noise of scale {width:.3g}, above the exact samplers' limit 2^40 "
-            f"({MAX_SCALE:.4g}). Give the query a larger budget, fewer statistics or smaller "
-            "contribution bounds."
-        )
-    return Noise(kind, width, sensitivity, groups, event, cost)
+            f" at {kind} budget {float(share):.3g} would need noise above the exact "
+            f"samplers' limit 2^40 ({MAX_SCALE:.4g}). Give the query a larger budget, fewer "
+            "statistics or smaller contribution bounds."
+        ) from None
+    if cost > share:
+        raise InternalError("noise calibration overshoots its share; this is a bug.")
+    return Noise(kind, sensitivity, groups, mechanism, cost)
 
 
 # ---------------------------------------------------------------------- key selection
@@ -380,7 +346,7 @@ def selection_threshold(noise: Noise, delta: float) -> tuple[int, float]:
     Returns the smallest integer T >= 2 with ``1 - (1 - p(T))^k <= delta`` and that delta.
     """
     k = noise.groups
-    tail = laplace_tail if noise.kind == "laplace" else gaussian_tail_upper
+    tail = discrete_laplace_tail if noise.kind == "laplace" else discrete_gaussian_tail_upper
     target_p = -math.expm1(math.log1p(-delta) / k)  # largest p with 1-(1-p)^k <= delta
     # Bracket then bisect on T (p(T) is non-increasing in T).
     low, high = 2, 4

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,7 +11,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dpkit import noise as _noise
 from dpkit.accounting._math.rounding import fraction_up
 from dpkit.accounting.guarantees import ZCDP, PureDP
 from dpkit.analytics._accounting import BudgetKind, Noise, selection_threshold
@@ -18,7 +18,7 @@ from dpkit.analytics._compile import CompiledQuery, StatisticSpec
 from dpkit.analytics._engine import EngineResult
 from dpkit.analytics._order import OrderSpec, order_columns, release_order
 from dpkit.analytics.query import Query
-from dpkit.mechanisms._base import ErrorBound, Release
+from dpkit.mechanisms._base import Mechanism, Release
 from dpkit.random import Random
 
 __all__ = ["Explanation", "OrderExplanation", "QueryResult", "StatisticExplanation"]
@@ -53,6 +53,9 @@ class StatisticExplanation:
     half_width: float
     confidence: float
     budget: PureDP | ZCDP
+    #: The mechanism object that will release this statistic (integer units): the
+    #: same object :meth:`Session.evaluate` releases through.
+    releaser: Mechanism | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +148,7 @@ class Explanation:
 
 
 def _mechanism_name(spec: StatisticSpec) -> str:
-    return "DiscreteLaplace" if spec.noise.kind == "laplace" else "DiscreteGaussian"
+    return type(spec.noise.mechanism).__name__
 
 
 def _guarantee(noise: Noise) -> PureDP | ZCDP:
@@ -171,6 +174,7 @@ def explain(
                 half_width=spec.noise.half_width(confidence) * unit,
                 confidence=confidence,
                 budget=_guarantee(spec.noise),
+                releaser=spec.noise.mechanism,
             )
         )
     threshold = delta = None
@@ -279,19 +283,26 @@ class QueryResult:
         return self.dataframe
 
 
-def _noisy(
-    spec: StatisticSpec, exact: npt.NDArray[np.int64], random: Random
-) -> npt.NDArray[np.int64]:
+def _released(
+    spec: StatisticSpec, exact: npt.NDArray[Any], random: Random, confidence: float
+) -> Release[Any]:
+    """The statistic's mechanism releases its exact per-group column."""
+    mechanism = spec.noise.mechanism
     if exact.size == 0:
-        return exact.copy()
-    if spec.noise.kind == "laplace":
-        draws = _noise.discrete_laplace(spec.noise.scale, exact.size, rng=random)
-    else:
-        draws = _noise.discrete_gaussian(spec.noise.scale, exact.size, rng=random)
-    # Exact sums can exceed int64 (HUGEINT in the engine): add as Python integers.
-    if np.abs(exact).max(initial=0) < 2**61:
-        return exact.astype(np.int64) + draws
-    return np.array([int(e) + int(d) for e, d in zip(exact, draws, strict=True)], dtype=object)
+        empty = mechanism.release(np.zeros(1, dtype=np.int64), confidence=confidence, rng=random)
+        return dataclasses.replace(empty, value=exact.copy())
+    if exact.dtype != object:
+        return mechanism.release(exact, confidence=confidence, rng=random)
+    # Exact sums beyond int64 (HUGEINT in the engine): the mechanisms add noise to
+    # int64 arrays, and releasing x is releasing 0 and adding x (the noise does not
+    # depend on the value), so add the exact part as Python integers.
+    noise_only = mechanism.release(
+        np.zeros(exact.size, dtype=np.int64), confidence=confidence, rng=random
+    )
+    value = np.array(
+        [int(e) + int(d) for e, d in zip(exact, noise_only.value, strict=True)], dtype=object
+    )
+    return dataclasses.replace(noise_only, value=value)
 
 
 def release(
@@ -327,7 +338,7 @@ def release(
     if sel_index is not None:
         # Key selection first: only selected keys' statistics are released.
         column = np.array([int(v) for v in table[:, sel_index]], dtype=np.int64)
-        counts = _noisy(specs[sel_index], column, random)
+        counts = _released(specs[sel_index], column, random, confidence).value
         assert threshold is not None
         keep = np.asarray(counts >= threshold, dtype=bool)
         keys = [k for k, kept in zip(keys, keep, strict=True) if kept]
@@ -341,22 +352,9 @@ def release(
         )
         with contextlib.suppress(OverflowError):
             column = column.astype(np.int64)
-        noisy[i] = _noisy(specs[i], column, random)
-        err = ErrorBound(
-            standard_deviation=specs[i].noise.standard_deviation(),
-            half_width=float(specs[i].noise.half_width(confidence)),
-            confidence=confidence,
-        )
-        releases.append(
-            Release(
-                value=noisy[i],
-                error=err,
-                event=specs[i].noise.event,
-                guarantee=_guarantee(specs[i].noise),
-                mechanism=_mechanism_name(specs[i]),
-                secure=random.secure,
-            )
-        )
+        release_i = _released(specs[i], column, random, confidence)
+        noisy[i] = np.asarray(release_i.value)
+        releases.append(release_i)
     columns: dict[str, npt.NDArray[Any]] = {}
     for j, name in enumerate(query.group_columns):
         columns[name] = np.array([k[j] for k in keys])

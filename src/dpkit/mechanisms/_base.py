@@ -190,3 +190,16 @@ class Mechanism(ABC):
 
     def _repr_fields(self) -> tuple[str, ...]:
         return ()
+
+    def __eq__(self, other: object) -> bool:
+        # Two mechanisms are equal when they are the same class with the same
+        # parameters (their repr fields) and the same stated guarantee.
+        if type(other) is not type(self):
+            return NotImplemented
+        assert isinstance(other, Mechanism)
+        mine = tuple(getattr(self, name) for name in self._repr_fields())
+        theirs = tuple(getattr(other, name) for name in other._repr_fields())
+        return mine == theirs and self.guarantee == other.guarantee
+
+    def __hash__(self) -> int:
+        return hash((type(self), *(getattr(self, name) for name in self._repr_fields())))

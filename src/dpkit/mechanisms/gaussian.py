@@ -34,6 +34,7 @@ from dpkit.accounting.events import DiscreteGaussianEvent, Event, GaussianEvent
 from dpkit.accounting.guarantees import ZCDP, ApproxDP
 from dpkit.errors import InvalidParameter
 from dpkit.mechanisms._base import ErrorBound, Mechanism, Release
+from dpkit.mechanisms._tails import symmetric_half_width
 from dpkit.random import Random, RandomLike
 
 __all__ = ["DiscreteGaussian", "Gaussian", "discrete_gaussian", "gaussian"]
@@ -250,7 +251,10 @@ class DiscreteGaussian(Mechanism):
         return self._guarantee
 
     def _error(self, confidence: float) -> ErrorBound:
-        half_width = math.floor(self.sigma * math.sqrt(2 * math.log(2 / (1 - confidence))))
+        # The smallest integer h whose two-sided tail bound (Poisson summation for the
+        # normaliser) is at most 1 - c; never above the sub-Gaussian width
+        # sigma sqrt(2 ln(2 / (1 - c))) of CKS20, Cor. 9.
+        half_width = symmetric_half_width("gaussian", self.sigma, confidence)
         return ErrorBound(self.sigma, float(half_width), confidence)
 
     def _check_value(self, value: Any) -> npt.NDArray[np.int64]:

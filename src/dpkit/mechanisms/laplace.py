@@ -27,6 +27,7 @@ from dpkit.accounting.events import DiscreteLaplaceEvent, Event, LaplaceEvent
 from dpkit.accounting.guarantees import PureDP
 from dpkit.errors import InvalidParameter
 from dpkit.mechanisms._base import ErrorBound, Mechanism, Release
+from dpkit.mechanisms._tails import symmetric_half_width
 from dpkit.random import Random, RandomLike
 
 __all__ = ["DiscreteLaplace", "Laplace", "discrete_laplace", "laplace"]
@@ -192,10 +193,8 @@ class DiscreteLaplace(Mechanism):
 
     def _error(self, confidence: float) -> ErrorBound:
         r = math.exp(-1.0 / self.scale)
-        # Smallest m with 2 r^(m+1) / (1 + r) <= 1 - c.
-        m = max(0, math.ceil(math.log((1 - confidence) * (1 + r) / 2) / math.log(r) - 1 - 1e-9))
-        while 2 * r ** (m + 1) / (1 + r) > 1 - confidence:
-            m += 1
+        # Smallest m with 2 r^(m+1) / (1 + r) <= 1 - c (exact tail).
+        m = symmetric_half_width("laplace", self.scale, confidence)
         variance = 2 * r / (1 - r) ** 2
         return ErrorBound(math.sqrt(variance), float(m), confidence)
 
