@@ -17,7 +17,7 @@ import pytest
 from scipy import stats
 
 from dpkit import noise
-from dpkit.noise import reference
+from dpkit.noise import rational
 from dpkit.testing import assert_binomial, assert_cdf, assert_pmf, seeded
 
 N = 200_000
@@ -134,35 +134,35 @@ def test_default_grid_gaussian_follows_continuous_cdf() -> None:
     assert_rejects(lambda: assert_cdf(out, stats.norm(scale=3.9).cdf))
 
 
-# The integer-only CKS20 reference samplers are slow; fewer draws, same alpha.
+# The integer-only CKS20 samplers of dpkit.noise.rational are slow; fewer draws, same alpha.
 REFERENCE_DRAWS = 6000
 
 
-def test_reference_discrete_laplace_matches_pmf() -> None:
+def test_rational_discrete_laplace_matches_pmf() -> None:
     rng = seeded(19)
-    draws = [reference.discrete_laplace(Fraction(5, 2), rng=rng) for _ in range(REFERENCE_DRAWS)]
+    draws = [rational.discrete_laplace(Fraction(5, 2), rng=rng) for _ in range(REFERENCE_DRAWS)]
     assert_pmf(draws, discrete_laplace_pmf(2.5))
     assert_rejects(lambda: assert_pmf(draws, discrete_laplace_pmf(2.5 * 1.6)))
 
 
-def test_reference_discrete_gaussian_matches_pmf() -> None:
+def test_rational_discrete_gaussian_matches_pmf() -> None:
     rng = seeded(20)
-    draws = [reference.discrete_gaussian(Fraction(9, 1), rng=rng) for _ in range(REFERENCE_DRAWS)]
+    draws = [rational.discrete_gaussian(Fraction(9, 1), rng=rng) for _ in range(REFERENCE_DRAWS)]
     assert_pmf(draws, discrete_gaussian_pmf(3.0))
     assert_rejects(lambda: assert_pmf(draws, discrete_gaussian_pmf(3.0 * 1.6)))
 
 
-def test_reference_bernoulli_exp_matches_probability() -> None:
+def test_rational_bernoulli_exp_matches_probability() -> None:
     rng = seeded(21)
-    hits = sum(reference.bernoulli_exp(Fraction(7, 5), rng=rng) for _ in range(REFERENCE_DRAWS))
+    hits = sum(rational.bernoulli_exp(Fraction(7, 5), rng=rng) for _ in range(REFERENCE_DRAWS))
     assert_binomial(hits, REFERENCE_DRAWS, math.exp(-1.4))
     assert_rejects(lambda: assert_binomial(hits, REFERENCE_DRAWS, math.exp(-1.4 * 1.3)))
 
 
-def test_fast_and_reference_discrete_gaussian_agree() -> None:
+def test_fast_and_rational_discrete_gaussian_agree() -> None:
     fast = noise.discrete_gaussian(3.0, size=REFERENCE_DRAWS, rng=seeded(22))
     rng = seeded(23)
-    slow = [reference.discrete_gaussian(Fraction(9), rng=rng) for _ in range(REFERENCE_DRAWS)]
+    slow = [rational.discrete_gaussian(Fraction(9), rng=rng) for _ in range(REFERENCE_DRAWS)]
     # Two-sample chi-square on the pooled table (alpha 1e-6).
     support = np.arange(-15, 16)
     table = np.array(

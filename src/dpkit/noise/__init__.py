@@ -13,7 +13,7 @@ Every sampler here outputs exactly the distribution its privacy proof is about:
 How: inversion on lazily refined uniform random numbers, with a float64 filter whose
 error margin is certified and an exact :mod:`decimal` fallback for the rare draws too
 close to a boundary (see ``dpkit/noise/_certified.py`` and ``docs/noise.md``). The
-integer-only algorithms of CKS20 are in :mod:`dpkit.noise.reference` and the tests
+integer-only algorithms of CKS20 are in :mod:`dpkit.noise.rational` and the tests
 check both against the exact probability mass functions.
 
 All samplers are vectorised and stream in chunks, so 10^8 draws need little memory
@@ -43,7 +43,7 @@ import numpy.typing as npt
 
 from dpkit import _validation as check
 from dpkit.errors import InvalidParameter
-from dpkit.noise import _exact, _grid, reference
+from dpkit.noise import _exact, _grid, rational
 from dpkit.random import RandomLike, as_random
 
 __all__ = [
@@ -54,7 +54,7 @@ __all__ = [
     "discrete_laplace",
     "gaussian",
     "laplace",
-    "reference",
+    "rational",
     "truncated_laplace",
 ]
 
@@ -167,7 +167,7 @@ def bernoulli_exp(
     """Exact Bernoulli(exp(-gamma)) for ``gamma >= 0`` (the exact value of the float).
 
     Decided as ``U < exp(-gamma)`` on a lazily refined uniform ``U``; CKS20's
-    Algorithm 1 (integer arithmetic) is :func:`dpkit.noise.reference.bernoulli_exp`.
+    Algorithm 1 (integer arithmetic) is :func:`dpkit.noise.rational.bernoulli_exp`.
     """
     gamma = check.check_nonnegative(gamma, "gamma", "bernoulli_exp")
     n = _check_size(size, "bernoulli_exp")

@@ -1,11 +1,13 @@
-"""Reference exact samplers of Canonne, Kamath & Steinke (2020), in integer arithmetic.
+"""Exact samplers for rational parameters, in integer arithmetic only (CKS20, Algs 1-3).
 
-These are the algorithms of "The Discrete Gaussian for Differential Privacy"
-(NeurIPS 2020, arXiv 2004.00010), Algorithms 1-3, written with Python integers and
-:class:`fractions.Fraction` only: every random decision is a comparison of a uniform
-random integer with an integer. They are slow (one Python loop per draw) and serve
-as the ground truth that the fast vectorised samplers of :mod:`dpkit.noise` are
-tested against; they are public for authors who want to check their own samplers.
+These are the algorithms of Canonne, Kamath & Steinke, "The Discrete Gaussian for
+Differential Privacy" (NeurIPS 2020, arXiv 2004.00010), Algorithms 1-3: Bernoulli(p),
+Bernoulli(exp(-gamma)), the discrete Laplace and the discrete Gaussian, for parameters
+given as exact rationals (:class:`fractions.Fraction` or ``int``), written with Python
+integers only: every random decision is a comparison of a uniform random integer with
+an integer. They are slow (one Python loop per draw) and serve as the ground truth that
+the fast vectorised float-parameter samplers of :mod:`dpkit.noise` are tested against;
+they are public for authors who want to check their own samplers.
 
 Examples
 --------
@@ -15,7 +17,7 @@ Examples
 >>> with warnings.catch_warnings():
 ...     warnings.simplefilter("ignore", dp.InsecureRandomWarning)
 ...     rng = dp.random.as_random(0)
->>> from dpkit.noise.reference import discrete_gaussian
+>>> from dpkit.noise.rational import discrete_gaussian
 >>> isinstance(discrete_gaussian(Fraction(4), rng=rng), int)
 True
 """
