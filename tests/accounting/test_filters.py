@@ -8,6 +8,8 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dpkit.accounting import (
     RDP,
@@ -211,3 +213,31 @@ def test_odometers_are_monotone() -> None:
     assert pure.spent == PureDP(3.0 + 1e-12) or pure.spent.epsilon >= 3.0
     assert approx.spent.delta >= 5e-9
     assert "spent" in repr(pure)
+
+
+# ----------------------------------------------------------------- persisted state
+# The Session's SQLite ledger keeps a filter's state outside it and applies the filter's
+# rule through admits/after: that must accept and refuse exactly what spend() does.
+
+
+@settings(max_examples=80, deadline=None)
+@given(spends=st.lists(st.floats(0.0, 0.4), min_size=1, max_size=30))
+def test_persisted_state_follows_the_filter_rule(spends: list[float]) -> None:
+    live = ZCDPFilter(ZCDP(1.0))
+    rule = ZCDPFilter(ZCDP(1.0))
+    state = (Fraction(0),)
+    for rho in spends:
+        cost = rule.cost_of(ZCDP(rho) if rho > 0 else 0.0)
+        try:
+            live.spend(rho)
+            accepted = True
+        except BudgetExceeded:
+            accepted = False
+        assert rule.admits(state, cost) == accepted
+        if accepted:
+            state = rule.after(state, cost)
+        else:
+            with pytest.raises(BudgetExceeded):
+                rule.after(state, cost)
+    assert rule.as_guarantee(state, round_up=True) == live.spent
+    assert state[0] <= rule.budget_cost[0]

@@ -41,14 +41,14 @@ def test_exact_arithmetic(tmp_path: Path) -> None:
     ledger = Ledger(tmp_path / "l.sqlite")
     ledger.open_scope("root", kind.key, kind.amount, "fp")
     for _ in range(2):
-        ledger.spend("root", (Fraction(0.1),), "", fits=kind.fits, show=kind.show)
+        ledger.spend("root", (Fraction(0.1),), "", rule=kind.rule)
     assert ledger.spent("root") == (2 * Fraction(0.1),)
     # The exact rational of the float 0.1, times 3, exceeds that of 0.3: a float sum
     # (0.1 + 0.1 + 0.1 == 0.30000000000000004 > 0.3 too, but by rounding luck) is not
     # trusted; the rationals decide, and the third spend is refused.
     assert 3 * Fraction(0.1) > Fraction(0.3)
     with pytest.raises(BudgetExceeded):
-        ledger.spend("root", (Fraction(0.1),), "", fits=kind.fits, show=kind.show)
+        ledger.spend("root", (Fraction(0.1),), "", rule=kind.rule)
     assert ledger.spent("root") == (2 * Fraction(0.1),)
 
 
@@ -145,7 +145,7 @@ def test_approx_budget_never_overspent(
     for share, delta_share in spends:
         amount = (Fraction(share) * kind.amount[0], Fraction(delta_share) * kind.amount[1])
         with contextlib.suppress(BudgetExceeded):
-            ledger.spend("root", amount, "", fits=kind.fits, show=kind.show)
+            ledger.spend("root", amount, "", rule=kind.rule)
     rho, delta_sel = ledger.spent("root")
     assert rho <= kind.amount[0] and delta_sel <= kind.amount[1]
     # The composed total converts to at most the budget: (eps, delta) holds.

@@ -55,11 +55,18 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 from dpkit.accounting._math.conversions import pure_to_zcdp_rho, zcdp_epsilon
 from dpkit.accounting._math.rounding import fraction_down, fraction_up
 from dpkit.accounting.events import Event
-from dpkit.accounting.filters import ZCDPFilter
+from dpkit.accounting.filters import (
+    ApproxZCDP,
+    ApproxZCDPFilter,
+    PrivacyFilter,
+    PureDPFilter,
+    ZCDPFilter,
+)
 from dpkit.accounting.guarantees import ZCDP, ApproxDP, Guarantee, PureDP
 from dpkit.errors import BudgetExceeded, InternalError, InvalidParameter
 from dpkit.mechanisms._tails import discrete_gaussian_tail_upper, discrete_laplace_tail
@@ -82,14 +89,23 @@ Amount = tuple[Fraction, ...]
 
 @dataclass(frozen=True, slots=True)
 class BudgetKind:
-    """The currency of a Session's ledger and how query budgets map into it.
+    """The currency of a Session's ledger, its filter, and how query budgets map into it.
 
-    ``amount`` is the exact budget ``(eps,)``, ``(rho,)`` or ``(rho, delta_sel)``.
+    ``rule`` is the :mod:`dpkit.accounting.filters` filter of this (sub-)Session's
+    budget -- :class:`PureDPFilter`, :class:`ZCDPFilter` or :class:`ApproxZCDPFilter`
+    -- whose exact state the ledger persists and locks: the ledger applies
+    ``rule.after(spent, cost)`` and holds no privacy arithmetic of its own. ``amount``
+    is the filter's budget vector ``(eps,)``, ``(rho,)`` or ``(rho, delta_sel)``.
+    ``total`` is the Session's whole budget as the user gave it.
     """
 
     total: Guarantee
     name: str  # "pure" | "zcdp" | "approx"
-    amount: Amount
+    rule: PrivacyFilter[Any]
+
+    @property
+    def amount(self) -> Amount:
+        return self.rule.budget_cost
 
     @property
     def noise(self) -> str:
@@ -100,8 +116,14 @@ class BudgetKind:
         """Identifies the budget in a ledger (a different total is refused)."""
         return repr(self.total)
 
-    def fits(self, total: Amount, budget: Amount) -> bool:
-        return all(t <= b for t, b in zip(total, budget, strict=True))
+    def fits(self, spent: Amount, charge: Amount) -> bool:
+        """The filter's rule: whether ``charge`` fits on top of ``spent``."""
+        return self.rule.admits(spent, charge)
+
+    def part(self, amount: Amount) -> BudgetKind:
+        """The kind of a partition's part whose budget is ``amount`` of this currency,
+        rounded down to floats (a part never gets more than it was given)."""
+        return BudgetKind(self.total, self.name, _filter(self.name, amount))
 
     def show(self, amount: Amount) -> str:
         if self.name == "pure":
@@ -212,12 +234,21 @@ def _share_of(budget: object, owner: str = "", expected: str = "") -> Fraction |
     return share
 
 
+def _filter(name: str, amount: Amount) -> PrivacyFilter[Any]:
+    values = [fraction_down(a) for a in amount]
+    if name == "pure":
+        return PureDPFilter(PureDP(values[0]))
+    if name == "zcdp":
+        return ZCDPFilter(ZCDP(values[0]))
+    return ApproxZCDPFilter(ApproxZCDP(rho=values[0], delta=values[1]))
+
+
 def budget_kind(budget: object, selection_delta: float | None, owner: str) -> BudgetKind:
-    """Validate a Session budget and set up its ledger currency."""
+    """Validate a Session budget and set up its ledger currency and filter."""
     if isinstance(budget, PureDP) and budget.epsilon > 0:
-        return BudgetKind(budget, "pure", (Fraction(budget.epsilon),))
+        return BudgetKind(budget, "pure", PureDPFilter(budget))
     if isinstance(budget, ZCDP) and budget.rho > 0:
-        return BudgetKind(budget, "zcdp", (Fraction(budget.rho),))
+        return BudgetKind(budget, "zcdp", ZCDPFilter(budget))
     if isinstance(budget, ApproxDP) and budget.epsilon > 0 and budget.delta > 0:
         share = 0.5 * budget.delta if selection_delta is None else selection_delta
         if not (0.0 <= share < budget.delta):
@@ -228,7 +259,7 @@ def budget_kind(budget: object, selection_delta: float | None, owner: str) -> Bu
         rho = ZCDPFilter.from_approx(epsilon=budget.epsilon, delta=conversion_delta).budget.rho
         if zcdp_epsilon(rho, conversion_delta) > budget.epsilon:  # from_approx guarantees it
             raise InternalError("zCDP budget conversion overshoots; this is a bug.")
-        return BudgetKind(budget, "approx", (Fraction(rho), Fraction(share)))
+        return BudgetKind(budget, "approx", ApproxZCDPFilter(ApproxZCDP(rho=rho, delta=share)))
     raise InvalidParameter.for_parameter(
         "budget",
         owner,

@@ -22,12 +22,14 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
-from dpkit.errors import BudgetExceeded, DataError, InternalError
+from dpkit.accounting.filters import PrivacyFilter
+from dpkit.errors import DataError, InternalError
 
 __all__ = ["Ledger", "SpendRecord"]
 
@@ -192,30 +194,18 @@ class Ledger:
         amount: Amount,
         description: str,
         *,
-        fits: Callable[[Amount, Amount], bool],
-        show: Callable[[Amount], str],
+        rule: PrivacyFilter[Any],
     ) -> SpendRecord:
-        """Check ``spent + amount`` with ``fits(new_total, budget)`` and record it durably.
+        """Charge ``amount`` to ``scope`` under its filter ``rule``, and record it durably.
 
-        Raises :class:`BudgetExceeded` (nothing recorded) when it does not fit. Returns
-        only after the transaction is committed (fsync'd).
+        The scope's stored total is the state of ``rule``; in one ``BEGIN IMMEDIATE``
+        transaction the ledger reads it, asks the filter for the next state
+        (``rule.after``, which raises :class:`BudgetExceeded` -- nothing recorded -- when
+        the filter refuses), and writes it. Returns only after the commit (fsync'd).
         """
         with self._transaction() as cur:
-            row = cur.execute(
-                "SELECT budget, spent FROM scopes WHERE scope = ?", (scope,)
-            ).fetchone()
-            if row is None:
-                raise InternalError(f"Ledger scope {scope!r} does not exist; this is a bug.")
-            budget, spent = _decode(row[0]), _decode(row[1])
-            total = tuple(s + a for s, a in zip(spent, amount, strict=True))
-            if not fits(total, budget):
-                left = tuple(b - s for b, s in zip(budget, spent, strict=True))
-                raise BudgetExceeded(
-                    f"Cannot answer the query without exceeding the privacy budget. "
-                    f"Requested: {show(amount)}. Remaining: {show(left)}. Nothing was spent: "
-                    "ask for a smaller budget (more noise) or start a new Session with a new "
-                    "ledger."
-                )
+            _, spent = self._state(cur, scope, rule)
+            total = rule.after(spent, amount)
             created = time.time()
             cur.execute("UPDATE scopes SET spent = ? WHERE scope = ?", (_encode(total), scope))
             cur.execute(
@@ -226,6 +216,16 @@ class Ledger:
         assert spend_id is not None
         return SpendRecord(spend_id, scope, created, amount, description)
 
+    @staticmethod
+    def _state(cur: sqlite3.Cursor, scope: str, rule: PrivacyFilter[Any]) -> tuple[Amount, Amount]:
+        row = cur.execute("SELECT budget, spent FROM scopes WHERE scope = ?", (scope,)).fetchone()
+        if row is None:
+            raise InternalError(f"Ledger scope {scope!r} does not exist; this is a bug.")
+        budget, spent = _decode(row[0]), _decode(row[1])
+        if budget != rule.budget_cost:
+            raise InternalError(f"Ledger scope {scope!r} is kept under another budget; a bug.")
+        return budget, spent
+
     def open_partition(
         self,
         parent: str,
@@ -235,8 +235,7 @@ class Ledger:
         salt: int,
         description: str,
         *,
-        fits: Callable[[Amount, Amount], bool],
-        show: Callable[[Amount], str],
+        rule: PrivacyFilter[Any],
         fingerprint: str,
     ) -> int:
         """Create a partition once, charging its parent, in one transaction; its salt.
@@ -255,20 +254,8 @@ class Ledger:
             ).fetchone()
             if row is not None:
                 return int(row[0])
-            budget_row = cur.execute(
-                "SELECT budget, spent FROM scopes WHERE scope = ?", (parent,)
-            ).fetchone()
-            if budget_row is None:
-                raise InternalError(f"Ledger scope {parent!r} does not exist; this is a bug.")
-            budget, spent = _decode(budget_row[0]), _decode(budget_row[1])
-            total = tuple(s + a for s, a in zip(spent, charge, strict=True))
-            if not fits(total, budget):
-                left = tuple(b - s for b, s in zip(budget, spent, strict=True))
-                raise BudgetExceeded(
-                    "Cannot open the partition without exceeding the privacy budget. "
-                    f"Requested (the largest part budget): {show(charge)}. Remaining: "
-                    f"{show(left)}. Nothing was spent: give the parts smaller budgets."
-                )
+            _, spent = self._state(cur, parent, rule)
+            total = rule.after(spent, charge)
             created = time.time()
             cur.execute("UPDATE scopes SET spent = ? WHERE scope = ?", (_encode(total), parent))
             cur.execute(

@@ -489,8 +489,7 @@ class Session:
             self._scope,
             compiled.charge,
             description,
-            fits=self._kind.fits,
-            show=self._kind.show,
+            rule=self._kind.rule,
         )
         if self._after_commit is not None:
             self._after_commit()
@@ -556,8 +555,7 @@ class Session:
 
     def _check_fits(self, charge: tuple[Fraction, ...]) -> None:
         spent = self._ledger.spent(self._scope)
-        total = tuple(s + c for s, c in zip(spent, charge, strict=True))
-        if not self._kind.fits(total, self._kind.amount):
+        if not self._kind.fits(spent, charge):
             left = tuple(b - s for b, s in zip(self._kind.amount, spent, strict=True))
             raise BudgetExceeded(
                 "Cannot answer the query without exceeding the privacy budget. "
@@ -586,6 +584,7 @@ class Session:
             One budget for every part or one per key: a share in (0, 1] of the
             Session's total budget (for ApproxDP Sessions the part also gets that share
             of the key-selection delta), or a guarantee of the Session's currency.
+            Each part is a privacy filter of its budget, rounded down to a float.
 
         Returns
         -------
@@ -636,7 +635,10 @@ class Session:
             per_key = list(budgets)
         else:
             per_key = [budgets] * len(given)
-        amounts = [self._part_amount(b, owner) for b in per_key]
+        # Each part is a filter of its own budget (rounded down to floats), nested in
+        # this Session's filter, which is charged the largest of them.
+        part_kinds = [self._kind.part(self._part_amount(b, owner)) for b in per_key]
+        amounts = [kind.amount for kind in part_kinds]
         charge = tuple(max(a[i] for a in amounts) for i in range(len(self._kind.amount)))
         identity = json.dumps(
             [column, [repr(k) for k in canonical], [[str(x) for x in a] for a in amounts]]
@@ -653,17 +655,16 @@ class Session:
             ],
             salt_from(self._random.spawn(1)[0].bytes(32)),
             json.dumps({"partition": column, "keys": [repr(k) for k in canonical]}),
-            fits=self._kind.fits,
-            show=self._kind.show,
+            rule=self._kind.rule,
             fingerprint=self._fingerprint,
         )
         parts: dict[object, Session] = {}
-        for key, value, scope, amount in zip(given, canonical, scopes, amounts, strict=True):
+        for key, value, scope, kind in zip(given, canonical, scopes, part_kinds, strict=True):
             part = copy.copy(self)
-            part._kind = BudgetKind(self._kind.total, self._kind.name, amount)
+            part._kind = kind
             part._scope = scope
             # Re-checks the stored budget against this one (a bug would surface here).
-            part._ledger.open_scope(scope, part._kind.key, amount, self._fingerprint)
+            part._ledger.open_scope(scope, kind.key, kind.amount, self._fingerprint)
             part._random = self._random.spawn(1)[0]
             part._partitions = (*self._partitions, PartScope(column, value, salt))
             part._after_commit = None

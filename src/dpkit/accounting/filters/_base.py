@@ -174,7 +174,54 @@ class PrivacyFilter(_Ledger[G]):
             return self._kind.to_guarantee(left, round_up=False)
 
     def _fits(self, cost: Cost) -> bool:
-        return all(s + c <= b for s, c, b in zip(self._total, cost, self._budget, strict=True))
+        return self.admits(self._total, cost)
+
+    # ------------------------------------------------------------ persisted state
+    # A filter's state is the exact vector of its charges' total. A store that keeps
+    # that state elsewhere -- the analytics Session's SQLite ledger, shared by threads
+    # and processes -- applies the filter's rule to it through these pure methods,
+    # under its own lock, and holds no privacy arithmetic of its own.
+
+    @property
+    def budget_cost(self) -> Cost:
+        """The budget as the exact vector the state is compared with."""
+        return self._budget
+
+    def cost_of(self, spend: Spend) -> Cost:
+        """The exact cost vector of ``spend`` (validated as :meth:`spend` does)."""
+        return self._kind.cost(spend, self._owner("cost_of"))
+
+    def admits(self, spent: Cost, cost: Cost) -> bool:
+        """The filter's stopping rule: whether state ``spent`` can take ``cost``."""
+        return all(s + c <= b for s, c, b in zip(spent, cost, self._budget, strict=True))
+
+    def after(self, spent: Cost, cost: Cost) -> Cost:
+        """The state after charging ``cost`` to state ``spent``.
+
+        Raises
+        ------
+        BudgetExceeded
+            If the rule refuses it (the caller keeps its state unchanged).
+        """
+        if not self.admits(spent, cost):
+            raise self._refusal(spent, cost)
+        return tuple(s + c for s, c in zip(spent, cost, strict=True))
+
+    def as_guarantee(self, amount: Cost, *, round_up: bool) -> G:
+        """A cost vector (or state) as a guarantee, rounded up or down."""
+        return self._kind.to_guarantee(amount, round_up=round_up)
+
+    def _refusal(self, spent: Cost, cost: Cost) -> BudgetExceeded:
+        requested = self._kind.to_guarantee(cost, round_up=True)
+        left = tuple(b - s for b, s in zip(self._budget, spent, strict=True))
+        remaining = self._kind.to_guarantee(left, round_up=False)
+        return BudgetExceeded(
+            f"{type(self).__name__}: spending {requested!r} would exceed the "
+            f"budget {self._budget_text()}; {remaining!r} remains. Nothing "
+            "was spent: ask for less (more noise) or start a new budget.",
+            requested=requested,
+            remaining=remaining,
+        )
 
     def can_spend(self, cost: Spend) -> bool:
         """Whether ``cost`` fits now (advisory: another thread may spend in between)."""
@@ -199,16 +246,7 @@ class PrivacyFilter(_Ledger[G]):
         amount = self._kind.cost(cost, self._owner("spend"))
         with self._lock:
             if not self._fits(amount):
-                requested = self._kind.to_guarantee(amount, round_up=True)
-                left = tuple(b - s for b, s in zip(self._budget, self._total, strict=True))
-                remaining = self._kind.to_guarantee(left, round_up=False)
-                raise BudgetExceeded(
-                    f"{type(self).__name__}: spending {requested!r} would exceed the "
-                    f"budget {self._budget_text()}; {remaining!r} remains. Nothing "
-                    "was spent: ask for less (more noise) or start a new budget.",
-                    requested=requested,
-                    remaining=remaining,
-                )
+                raise self._refusal(self._total, amount)
             return self._charge(amount)
 
     def _budget_text(self) -> str:
