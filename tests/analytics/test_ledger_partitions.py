@@ -3,6 +3,7 @@ partition is charged exactly once however many openers race for it."""
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import textwrap
@@ -45,10 +46,8 @@ def test_eight_threads_race_parent_spends_and_partitions(frame: pd.DataFrame) ->
             charged.append("partition")
         for part in parts.values():
             for _ in range(2):
-                try:
+                with contextlib.suppress(dp.BudgetExceeded):
                     part.evaluate(Query().count(), budget=dp.PureDP(0.0625))
-                except dp.BudgetExceeded:
-                    pass
             with lock:
                 part_spent.append(Fraction(part.spent.epsilon))  # type: ignore[attr-defined]
 
