@@ -41,6 +41,9 @@ itself cannot fail on row values: user expressions are total
 What can still fail while rows are read (out of memory, a disk error) happens after
 the charge, keeps it, and is reported as :class:`~dpkit.errors.EngineError` naming the
 error's class only: an engine message can quote row values, so none is shown or chained.
+
+Why this module is long (~560 lines): it is the one place where dpkit writes SQL, and
+the contribution-bounding statements carry their proofs in comments next to them.
 """
 
 from __future__ import annotations

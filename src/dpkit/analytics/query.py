@@ -16,6 +16,10 @@ Examples
 ...      .sum("income", bounds=(0.0, 100_000.0)))
 >>> [a.name for a in q.aggregations]
 ['count', 'sum_income']
+
+Why this module is long (~570 lines): it is the whole public query vocabulary (one
+builder method per aggregation, each validating its public parameters and carrying
+its docstring); splitting the builder across modules would scatter one class.
 """
 
 from __future__ import annotations

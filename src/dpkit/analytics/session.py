@@ -20,6 +20,11 @@ total, keys are canonical, integer widths come from public bounds); a failure th
 still happen there (out of memory, a disk error) keeps the charge -- the same on every
 dataset -- and its message names the error's class only. A crash after step 3 forgets
 nothing.
+
+Why this module is long (~650 lines): it is one class, the public face of the
+analytics layer, and a third of it is the NumPy docstrings of its public methods (the
+privacy statements users read); the work is delegated to _compile, the engine,
+_release, _partition and the ledger.
 """
 
 from __future__ import annotations
@@ -40,15 +45,14 @@ from dpkit.accounting.guarantees import ApproxDP, Guarantee
 from dpkit.analytics._accounting import (
     BudgetKind,
     QueryBudget,
-    _share_of,
     budget_kind,
     selection_threshold,
 )
 from dpkit.analytics._compile import CompiledQuery, compile_query, salt_from
 from dpkit.analytics._engine import DuckDBEngine, Engine, quote
-from dpkit.analytics._keys import canonical_keys
 from dpkit.analytics._ledger import Ledger, SpendRecord
 from dpkit.analytics._order import release_order, released_bounds
+from dpkit.analytics._partition import plan_partition
 from dpkit.analytics._plan import PartScope
 from dpkit.analytics._release import Explanation, QueryResult, explain, release
 from dpkit.analytics.query import Query
@@ -618,69 +622,33 @@ class Session:
         other partition -- other keys, other budgets -- is a new one and is charged
         again.
         """
-        owner = "Session.partition"
-        if not isinstance(column, str) or column not in self._schema:
-            raise DataError(
-                f"{owner}: unknown column {column!r}. Available columns: {sorted(self._schema)}."
-            )
-        if column == self._unit:
-            raise InvalidParameter(f"{owner}: cannot partition by the privacy unit.")
-        if isinstance(keys, str | bytes) or not isinstance(keys, Sequence) or not keys:
-            raise InvalidParameter.for_parameter("keys", owner, "a non-empty list of keys", keys)
-        given = list(keys)
-        canonical = canonical_keys(given, self._schema[column], column, owner)
-        if isinstance(budgets, list | tuple):
-            if len(budgets) != len(given):
-                raise InvalidParameter(f"{owner}: give one budget per key ({len(given)}).")
-            per_key = list(budgets)
-        else:
-            per_key = [budgets] * len(given)
-        # Each part is a filter of its own budget (rounded down to floats), nested in
-        # this Session's filter, which is charged the largest of them.
-        part_kinds = [self._kind.part(self._part_amount(b, owner)) for b in per_key]
-        amounts = [kind.amount for kind in part_kinds]
-        charge = tuple(max(a[i] for a in amounts) for i in range(len(self._kind.amount)))
-        identity = json.dumps(
-            [column, [repr(k) for k in canonical], [[str(x) for x in a] for a in amounts]]
+        plan = plan_partition(
+            self._kind, self._schema, self._unit, self._scope, column, keys, budgets
         )
-        name = f"{self._scope}/partition:{hashlib.sha256(identity.encode()).hexdigest()[:24]}"
-        scopes = [f"{name}/{key!r}" for key in canonical]
         salt = self._ledger.open_partition(
             self._scope,
-            name,
-            charge,
-            [
-                (scope, self._kind.key, amount)
-                for scope, amount in zip(scopes, amounts, strict=True)
-            ],
+            plan.name,
+            plan.charge,
+            [(s, k.key, k.amount) for s, k in zip(plan.scopes, plan.kinds, strict=True)],
             salt_from(self._random.spawn(1)[0].bytes(32)),
-            json.dumps({"partition": column, "keys": [repr(k) for k in canonical]}),
+            plan.description,
             rule=self._kind.rule,
             fingerprint=self._fingerprint,
         )
         parts: dict[object, Session] = {}
-        for key, value, scope, kind in zip(given, canonical, scopes, part_kinds, strict=True):
+        for given, key, scope, kind in zip(
+            plan.given, plan.keys, plan.scopes, plan.kinds, strict=True
+        ):
             part = copy.copy(self)
             part._kind = kind
             part._scope = scope
             # Re-checks the stored budget against this one (a bug would surface here).
             part._ledger.open_scope(scope, kind.key, kind.amount, self._fingerprint)
             part._random = self._random.spawn(1)[0]
-            part._partitions = (*self._partitions, PartScope(column, value, salt))
+            part._partitions = (*self._partitions, PartScope(str(column), key, salt))
             part._after_commit = None
-            parts[key] = part
+            parts[given] = part
         return parts
-
-    def _part_amount(self, budget: object, owner: str) -> tuple[Fraction, ...]:
-        share = _share_of(budget)
-        if share is not None:
-            return tuple(share * a for a in self._kind.amount)
-        amount = self._kind.query_amount(budget, (Fraction(0),) * len(self._kind.amount), owner)
-        if amount.noise != self._kind.noise:
-            raise InvalidParameter.for_parameter(
-                "budgets", owner, "shares in (0, 1] or guarantees of the Session's currency", budget
-            )
-        return (amount.charge,) if self._kind.name != "approx" else (amount.charge, Fraction(0))
 
     def __repr__(self) -> str:
         approx = self.remaining_approx

@@ -84,6 +84,9 @@ in ``c``, so ``~t 10^(1 - precision)`` in ``X``, which the ``t`` term of the pad
 covers 10^5 times over. It repeats until the padded interval lies between two
 integers, which happens with probability 1. So every output is ``M(U)`` for the
 real ``U``: exactly the discrete Laplace distribution.
+
+Why this module is long (~510 lines): the margin argument of the float filter is
+written out in this docstring so that it can be checked line by line.
 """
 
 from __future__ import annotations

@@ -15,6 +15,10 @@ Sources
   Prop. 7 (Gaussian) and Prop. 1 (composition).
 - [KOV16] P. Kairouz, S. Oh, P. Viswanath, "Extremal mechanisms for local differential
   privacy", JMLR 2016 (k-ary randomized response).
+
+Why this module is long (~720 lines): the subsampled-Gaussian RDP bounds (integer
+and fractional orders, two neighbouring relations) share their numerically careful
+log-space series; each function's derivation sits in its docstring.
 """
 
 from __future__ import annotations
