@@ -21,7 +21,7 @@ from fractions import Fraction
 from dpkit.accounting._math.conversions import pure_to_zcdp_rho
 from dpkit.analytics._accounting import BudgetKind, Noise, calibrate_noise
 from dpkit.analytics._engine import is_numeric, quote
-from dpkit.analytics._expr import validate_expression
+from dpkit.analytics._expr import MAX_EXPANDED_SIZE, expanded_size, validate_expression
 from dpkit.analytics._keys import canonical_key
 from dpkit.analytics._order import ORDER_KINDS, OrderSpec, order_spec
 from dpkit.analytics._plan import PartScope, Plan, Statistic
@@ -144,7 +144,9 @@ def _with_grid(stat: Statistic, role: str, factor: float) -> Statistic:
         return stat
     magnitude = max(abs(stat.low), abs(stat.high))
     if stat.square:
-        r2 = ((stat.high - stat.low) / 2.0) ** 2
+        half = (stat.high - stat.low) / 2.0
+        # half * half is inf on overflow (float ** 2 would raise OverflowError instead).
+        r2 = half * half
         if not math.isfinite(r2):
             raise InvalidParameter(
                 f"The bounds ({stat.low!r}, {stat.high!r}) are too far apart for a variance: "
@@ -161,6 +163,18 @@ def _with_grid(stat: Statistic, role: str, factor: float) -> Statistic:
     return Statistic(
         stat.op, stat.expression, stat.low, stat.high, inv, center, stat.square, stat.mid
     )
+
+
+def _bounded_size(expression: str, sizes: dict[str, int], owner: str) -> int:
+    size = expanded_size(expression, sizes)
+    if size > MAX_EXPANDED_SIZE:
+        raise InvalidParameter(
+            f"{owner}: {expression!r} is too large once the derived columns it uses are "
+            f"expanded ({size} nodes, at most {MAX_EXPANDED_SIZE}): engines inline derived "
+            "columns, so a chain that uses each previous column several times grows "
+            "exponentially."
+        )
+    return size
 
 
 def _canonical_keyset(keys: KeySet, types: Mapping[str, str]) -> KeySet:
@@ -213,12 +227,16 @@ def compile_query(
     # Expressions: derived columns see the table and earlier derived columns.
     known = set(schema)
     derived = []
+    sizes: dict[str, int] = {}
     for name, expression in query.derived:
         if name in known:
             raise InvalidParameter(f"{owner}: derived column {name!r} already exists.")
         derived.append((name, validate_expression(expression, known, "Query.with_column")))
+        sizes[name] = _bounded_size(expression, sizes, "Query.with_column")
         known.add(name)
     filters = tuple(validate_expression(f, known, "Query.filter") for f in query.filters)
+    for expression in query.filters:
+        _bounded_size(expression, sizes, "Query.filter")
     derived_schema = schema_of(tuple(derived)) if derived else schema
     for name, column, _ in query.bins:
         _check_column(column, derived_schema, "Query.group_by_bins", numeric=True)

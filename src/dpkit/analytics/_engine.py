@@ -470,8 +470,11 @@ class DuckDBEngine:
             rows_from = "__bounded"
         distinct = [i for i, stat in enumerate(plan.statistics) if stat.op == "distinct"]
         keys = ", ".join(groups)
+        # Only distinct counts: the pairs' aggregate still needs one column (it gives
+        # the groups the distinct counts are joined to).
+        main_columns = self._main_columns(plan) or ["count(*) AS __pairs"]
         main = (
-            f"SELECT {keys + ', ' if groups else ''}{', '.join(self._main_columns(plan))} "
+            f"SELECT {keys + ', ' if groups else ''}{', '.join(main_columns)} "
             f"FROM {rows_from}" + (f" GROUP BY {keys}" if groups else "")
         )
         if not distinct:

@@ -34,12 +34,13 @@ SQLGlot is imported lazily: a query without expressions never pays its import.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection
 from typing import Any
 
 from dpkit.errors import DataError, InvalidParameter
 
-__all__ = ["ALLOWED_FUNCTIONS", "validate_expression"]
+__all__ = ["ALLOWED_FUNCTIONS", "MAX_EXPANDED_SIZE", "expanded_size", "validate_expression"]
 
 #: Scalar functions allowed in expressions, by SQLGlot class name: deterministic, reading
 #: only their row, and with an output no larger than a constant times their input.
@@ -69,7 +70,7 @@ _ALLOWED_ANONYMOUS = frozenset({"isnan", "isinf", "isfinite", "hash", "date_part
 #: Operators and leaves of the grammar (SQLGlot class names).
 _ALLOWED_NODES = frozenset(
     {
-        "Column", "Identifier", "Literal", "Boolean", "Null", "Paren", "Var", "Interval",
+        "Column", "Identifier", "Literal", "Boolean", "Null", "Paren", "Interval",
         "Neg", "Not", "And", "Or", "Xor", "Add", "Sub", "Mul", "Div", "IntDiv", "Mod",
         "EQ", "NEQ", "GT", "GTE", "LT", "LTE", "NullSafeEQ", "NullSafeNEQ", "Is", "In",
         "Between", "Like", "ILike", "DPipe", "DataType",
@@ -84,6 +85,18 @@ _CAST_TYPES = frozenset(
         "BOOLEAN", "DATE", "TIMESTAMP", "TIMESTAMPTZ", "TIME",
     }
 )  # fmt: skip
+
+
+#: Date parts accepted as bare words (EXTRACT's and INTERVAL's units).
+_DATE_PARTS = frozenset(
+    {
+        "year", "years", "quarter", "quarters", "month", "months", "week", "weeks", "day",
+        "days", "hour", "hours", "minute", "minutes", "second", "seconds", "millisecond",
+        "milliseconds", "microsecond", "microseconds", "dow", "isodow", "doy", "epoch",
+        "decade", "century", "millennium", "dayofweek", "dayofyear", "yearweek", "isoyear",
+    }
+)  # fmt: skip
+_DATE_PART = re.compile(r"[A-Za-z_]+")
 
 
 def _refuse(owner: str, expression: str, what: str) -> InvalidParameter:
@@ -122,11 +135,42 @@ def _check_node(node: Any, expression: str, columns: Collection[str], owner: str
             )
         return
     if isinstance(node, exp.DataTypeParam):
-        return  # DECIMAL(18, 3), VARCHAR(10): the parameters of a cast's type
+        # DECIMAL(18, 3), VARCHAR(10): only integer literals. SQLGlot prints other
+        # parameters as raw text, so a quoted identifier here would be SQL injected
+        # outside TRY (found by the adversarial review).
+        value = node.this
+        if not (isinstance(value, exp.Literal) and not value.is_string and value.is_int):
+            raise _refuse(owner, expression, f"the type parameter {node.sql()!r}")
+        return
+    if isinstance(node, exp.Var):
+        # A date part (EXTRACT(year FROM d), INTERVAL 1 DAY): printed raw, so only a
+        # known unit word, never a quoted identifier.
+        if not (_DATE_PART.fullmatch(node.name) and node.name.lower() in _DATE_PARTS):
+            raise _refuse(owner, expression, f"the date part {node.name!r}")
+        return
     if name in _ALLOWED_NODES or name in ALLOWED_FUNCTIONS:
         return
     what = f"the function {node.sql_name()!r}" if isinstance(node, exp.Func) else name
     raise _refuse(owner, expression, what)
+
+
+#: Largest size of an expression once the derived columns it uses are substituted
+#: (SQLGlot nodes, counted with multiplicity). Engines inline derived columns, so a chain
+#: d1 = d0 || d0, d2 = d1 || d1, ... doubles at each step: 20 steps exhausted memory in
+#: DuckDB's planner (found by the adversarial review). Refused before anything runs.
+MAX_EXPANDED_SIZE = 20_000
+
+
+def expanded_size(expression: str, sizes: dict[str, int]) -> int:
+    """Nodes of ``expression`` with each derived column it names counted at its own
+    expanded size (``sizes``: derived column -> expanded size)."""
+    import sqlglot
+    from sqlglot import exp
+
+    total = 0
+    for node in sqlglot.parse_one(expression, read="duckdb").walk():
+        total += sizes.get(node.name, 1) if isinstance(node, exp.Column) else 1
+    return total
 
 
 def validate_expression(expression: str, columns: Collection[str], owner: str) -> str:
@@ -174,4 +218,23 @@ def validate_expression(expression: str, columns: Collection[str], owner: str) -
         return node
 
     total = tree.transform(no_raising_cast)
-    return f"TRY({total.sql(dialect='duckdb')})"
+    rendered = f"TRY({total.sql(dialect='duckdb')})"
+    _check_rendered(rendered, expression, columns, owner)
+    return rendered
+
+
+def _check_rendered(rendered: str, expression: str, columns: Collection[str], owner: str) -> None:
+    """Defence in depth against injection through SQLGlot's printer: the SQL we send
+    must parse back to one ``TRY`` whose printing is the same text (a fixed point of
+    parse-and-print), and the re-parsed tree must pass the grammar again."""
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        again = sqlglot.parse_one(rendered, read="duckdb")
+    except sqlglot.errors.ParseError:
+        again = None
+    if not isinstance(again, exp.Try) or f"TRY({again.this.sql(dialect='duckdb')})" != rendered:
+        raise _refuse(owner, expression, "text that does not print back as itself")
+    for node in again.this.walk():
+        _check_node(node, expression, columns, owner)

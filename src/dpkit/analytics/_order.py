@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dpkit.errors import InternalError
+from dpkit.errors import InternalError, InvalidParameter
 
 __all__ = [
     "ORDER_KINDS",
@@ -146,7 +146,26 @@ def order_spec(
         parameter = _round_down(
             float(share / max_groups), lambda e: Fraction(e) * max_groups <= share
         )
-    return OrderSpec(name, kind, expression, low, high, size, qs, noise, parameter, share)
+    spec = OrderSpec(name, kind, expression, low, high, size, qs, noise, parameter, share)
+    _check_grid(spec)
+    return spec
+
+
+def _check_grid(spec: OrderSpec) -> None:
+    """Build the output grid now, at compile time: a grid the public bounds cannot
+    support (too narrow for its size in float64) is refused before anything is charged,
+    not in the release step after the charge (found by the adversarial review)."""
+    from dpkit.estimators.grid import Grid
+
+    if spec.kind == "quantile":
+        Grid.linear(spec.low, spec.high, size=spec.size)
+        return
+    points = spec.points()
+    if not (np.all(np.isfinite(points)) and np.all(np.diff(points) > 0)):
+        raise InvalidParameter(
+            f"Query.{spec.kind}: the bounds ({spec.low!r}, {spec.high!r}) are too close for a "
+            f"grid of {spec.size} points in float64; give wider bounds or grid_size=."
+        )
 
 
 def snap_sql(spec: OrderSpec, value: str) -> tuple[str, str]:
