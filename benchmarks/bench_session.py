@@ -113,7 +113,14 @@ def duckdb_bounded(path: Path) -> str:
         .count()
         .sum("amount", bounds=(0.0, 100.0))
     )
-    sql, params = session._engine.compile(session._compile(query, 1.0, salt=1).plan)
+    # The Session reads its file once into a private table; DuckDB alone reads the
+    # Parquet file in place, so the plan is compiled against that relation.
+    import duckdb
+
+    from dpkit.analytics._engine import DuckDBEngine
+
+    engine = DuckDBEngine(duckdb.connect(), f"read_parquet('{path}')")
+    sql, params = engine.compile(session._compile(query, 1.0, salt=1).plan)
     return f"""
 import duckdb
 con = duckdb.connect()

@@ -22,7 +22,7 @@ from dpkit.accounting._math.conversions import pure_to_zcdp_rho
 from dpkit.analytics._accounting import BudgetKind, Noise, calibrate_noise
 from dpkit.analytics._engine import is_numeric, quote
 from dpkit.analytics._expr import MAX_EXPANDED_SIZE, expanded_size, validate_expression
-from dpkit.analytics._keys import canonical_key
+from dpkit.analytics._keys import canonical_key_tuples
 from dpkit.analytics._order import ORDER_KINDS, OrderSpec, order_spec
 from dpkit.analytics._plan import PartScope, Plan, Statistic
 from dpkit.analytics.query import Aggregation, KeySet, Query
@@ -179,22 +179,9 @@ def _bounded_size(expression: str, sizes: dict[str, int], owner: str) -> int:
 
 def _canonical_keyset(keys: KeySet, types: Mapping[str, str]) -> KeySet:
     """``keys`` with every value of its column's type; aliases refused (dpkit.analytics._keys)."""
-    owner = "Query.group_by"
-    seen: dict[tuple[object, ...], tuple[object, ...]] = {}
-    out = []
-    for key in keys.keys:
-        canonical = tuple(
-            canonical_key(value, types[column], column, owner)
-            for value, column in zip(key, keys.columns, strict=True)
-        )
-        if canonical in seen:
-            raise InvalidParameter(
-                f"{owner}: the keys {seen[canonical]!r} and {key!r} name the same group "
-                f"{canonical!r}; give each key once."
-            )
-        seen[canonical] = key
-        out.append(canonical)
-    return KeySet(keys.columns, tuple(out))
+    column_types = tuple(types[c] for c in keys.columns)
+    canonical = canonical_key_tuples(list(keys.keys), keys.columns, column_types, "Query.group_by")
+    return KeySet(keys.columns, tuple(canonical))
 
 
 def salt_from(random_bytes: bytes) -> int:

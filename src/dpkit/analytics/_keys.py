@@ -27,7 +27,7 @@ import numpy as np
 
 from dpkit.errors import InvalidParameter
 
-__all__ = ["canonical_key", "canonical_keys"]
+__all__ = ["canonical_key", "canonical_key_tuples", "canonical_keys"]
 
 _INTEGER_RANGES = {
     "TINYINT": (-(2**7), 2**7 - 1),
@@ -138,18 +138,29 @@ def canonical_key(value: object, type_name: str, column: str, owner: str) -> Any
     raise _refuse(value, type_name, column, owner, "keys on this type are not supported")
 
 
-def canonical_keys(values: list[object], type_name: str, column: str, owner: str) -> list[Any]:
-    """Canonical keys in the order given; two keys naming the same value are refused
-    (they would alias one part or one group)."""
-    out: list[Any] = []
-    seen: dict[Any, object] = {}
-    for value in values:
-        key = canonical_key(value, type_name, column, owner)
-        if key in seen:
+def canonical_key_tuples(
+    keys: list[tuple[object, ...]], columns: tuple[str, ...], types: tuple[str, ...], owner: str
+) -> list[tuple[Any, ...]]:
+    """Canonical keys of several columns, in the order given; two keys naming the same
+    values are refused (they would alias one part or one group)."""
+    out: list[tuple[Any, ...]] = []
+    seen: dict[tuple[Any, ...], tuple[object, ...]] = {}
+    for key in keys:
+        canonical = tuple(
+            canonical_key(value, type_name, column, owner)
+            for value, type_name, column in zip(key, types, columns, strict=True)
+        )
+        if canonical in seen:
             raise InvalidParameter(
-                f"{owner}: the keys {seen[key]!r} and {value!r} name the same value "
-                f"{key!r} of column {column!r} ({type_name}); give each key once."
+                f"{owner}: the keys {seen[canonical]!r} and {key!r} name the same value "
+                f"{canonical!r} of {list(columns)} ({', '.join(types)}); give each key once."
             )
-        seen[key] = value
-        out.append(key)
+        seen[canonical] = key
+        out.append(canonical)
     return out
+
+
+def canonical_keys(values: list[object], type_name: str, column: str, owner: str) -> list[Any]:
+    """Canonical keys of one column (see :func:`canonical_key_tuples`)."""
+    keys = canonical_key_tuples([(v,) for v in values], (column,), (type_name,), owner)
+    return [key[0] for key in keys]

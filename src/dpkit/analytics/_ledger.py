@@ -204,17 +204,28 @@ class Ledger:
         the filter refuses), and writes it. Returns only after the commit (fsync'd).
         """
         with self._transaction() as cur:
-            _, spent = self._state(cur, scope, rule)
-            total = rule.after(spent, amount)
-            created = time.time()
-            cur.execute("UPDATE scopes SET spent = ? WHERE scope = ?", (_encode(total), scope))
-            cur.execute(
-                "INSERT INTO spends (scope, created, amount, description) VALUES (?, ?, ?, ?)",
-                (scope, created, _encode(amount), description),
-            )
-            spend_id = cur.lastrowid
-        assert spend_id is not None
-        return SpendRecord(spend_id, scope, created, amount, description)
+            record = self._charge(cur, scope, amount, description, rule)
+        return record
+
+    def _charge(
+        self,
+        cur: sqlite3.Cursor,
+        scope: str,
+        amount: Amount,
+        description: str,
+        rule: PrivacyFilter[Any],
+    ) -> SpendRecord:
+        """Inside a transaction: the filter's next state for ``scope``, written."""
+        _, spent = self._state(cur, scope, rule)
+        total = rule.after(spent, amount)
+        created = time.time()
+        cur.execute("UPDATE scopes SET spent = ? WHERE scope = ?", (_encode(total), scope))
+        cur.execute(
+            "INSERT INTO spends (scope, created, amount, description) VALUES (?, ?, ?, ?)",
+            (scope, created, _encode(amount), description),
+        )
+        assert cur.lastrowid is not None
+        return SpendRecord(cur.lastrowid, scope, created, amount, description)
 
     @staticmethod
     def _state(cur: sqlite3.Cursor, scope: str, rule: PrivacyFilter[Any]) -> tuple[Amount, Amount]:
@@ -254,14 +265,7 @@ class Ledger:
             ).fetchone()
             if row is not None:
                 return int(row[0])
-            _, spent = self._state(cur, parent, rule)
-            total = rule.after(spent, charge)
-            created = time.time()
-            cur.execute("UPDATE scopes SET spent = ? WHERE scope = ?", (_encode(total), parent))
-            cur.execute(
-                "INSERT INTO spends (scope, created, amount, description) VALUES (?, ?, ?, ?)",
-                (parent, created, _encode(charge), description),
-            )
+            self._charge(cur, parent, charge, description, rule)
             cur.execute(
                 "INSERT INTO scopes VALUES (?, ?, ?, ?, ?)",
                 (

@@ -91,6 +91,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dpkit.analytics._engine import NUMBER_TYPES
 from dpkit.errors import DataError, InvalidParameter
 
 __all__ = ["CSV_SUFFIXES", "PARQUET_SUFFIXES", "OpenedFile", "check_schema", "open_file"]
@@ -106,19 +107,8 @@ _TABLE = "__dpkit_data"
 #: left out: the Session computes on numbers, strings, booleans and dates.
 _SCALAR_TYPES = frozenset(
     {
+        *(t for t in NUMBER_TYPES if t not in ("REAL", "DECIMAL")),  # REAL is FLOAT
         "BOOLEAN",
-        "TINYINT",
-        "SMALLINT",
-        "INTEGER",
-        "BIGINT",
-        "HUGEINT",
-        "UTINYINT",
-        "USMALLINT",
-        "UINTEGER",
-        "UBIGINT",
-        "UHUGEINT",
-        "FLOAT",
-        "DOUBLE",
         "VARCHAR",
         "DATE",
         "TIME",
