@@ -166,11 +166,12 @@ class Session:
         """A Session over a Parquet (``.parquet``, ``.pq``) or CSV (``.csv``,
         ``.csv.gz``, ``.tsv``, ``.tsv.gz``) file.
 
-        DuckDB reads the file once, now, into a table of a private temporary database
-        (never into Python), so that no row value can make a later query fail: a CSV
-        value that does not parse as its column's type becomes NULL (missing, handled
-        by the Session's NULL rule), a malformed line is skipped, and a file that
-        cannot be read at all fails here, before anything is spent. See
+        DuckDB reads a CSV file once, now, into a table of a private temporary
+        database (never into Python), so that no row value can make a later query
+        fail: a value that does not parse as its column's type becomes NULL (missing,
+        handled by the Session's NULL rule) and a malformed line is skipped. A Parquet
+        file is read in place through a typed view (its footer is read now). A file
+        that cannot be opened fails here, before anything is spent. See
         :mod:`dpkit.analytics._sources` for the reading rules and measurements.
 
         Parameters
