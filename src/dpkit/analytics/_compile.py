@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from dpkit.accounting._math.conversions import pure_to_zcdp_rho
-from dpkit.analytics._accounting import BudgetKind, Noise, calibrate_noise
+from dpkit.analytics._accounting import BudgetKind, Noise, calibrate_noise, selection_threshold
 from dpkit.analytics._engine import is_numeric, quote
 from dpkit.analytics._expr import MAX_EXPANDED_SIZE, expanded_size, validate_expression
 from dpkit.analytics._keys import canonical_key_tuples
@@ -360,7 +360,10 @@ def compile_query(
         )
         if selection_delta is None:
             raise InvalidParameter(f"{owner}: no key-selection delta is left in the budget.")
-        charge_delta = Fraction(selection_delta)
+        # Charge the delta the threshold actually costs (at most the one asked for:
+        # the threshold is an integer, so the bound usually lands below the request).
+        _, spent_delta = selection_threshold(selection_noise, selection_delta)
+        charge_delta = Fraction(spent_delta)
     plan = Plan(
         filters=base_filters + filters,
         derived=tuple(derived),

@@ -179,8 +179,8 @@ def explain(
         )
     threshold = delta = None
     if compiled.selection_noise is not None and compiled.selection_delta is not None:
-        threshold, _ = selection_threshold(compiled.selection_noise, compiled.selection_delta)
-        delta = compiled.selection_delta
+        # The delta charged: what the integer threshold costs (at most the one asked).
+        threshold, delta = selection_threshold(compiled.selection_noise, compiled.selection_delta)
     notes = [
         "Means and variances: estimates are ratios of noisy statistics; their standard "
         "errors are delta-method approximations.",
