@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from dpkit.analytics import _sources
-from dpkit.analytics._sources import check_schema, open_file
+from dpkit.analytics._sources import check_csv_options, check_schema, open_file
 from dpkit.errors import DataError, InvalidParameter
 
 CLEAN = {
@@ -189,3 +189,145 @@ def test_a_killed_process_leaves_no_copy_of_the_rows(tmp_path: Path) -> None:
     assert proc.returncode == -signal.SIGKILL
     left = [p for p in temp.rglob("*") if p.is_file()]
     assert left == []
+
+
+# ------------------------------------------------------------------ fixed CSV options
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("zero.csv", b""),
+        ("zero.parquet", b""),
+        ("blank.csv", b"\n\r\n  \n"),
+        ("bom.csv", b"\xef\xbb\xbf\n"),
+        ("utf16.csv", b"\xff\xfe\n\x00"),
+        ("empty.csv.gz", gzip.compress(b"")),
+        ("blank.csv.gz", gzip.compress(b"\n\n")),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_a_file_without_content_is_refused_before_duckdb(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, content: bytes
+) -> None:
+    # DuckDB would invent a column 'column0' and read 0 or more empty rows.
+    path = tmp_path / name
+    path.write_bytes(content)
+    monkeypatch.setattr(duckdb, "connect", lambda *a, **k: pytest.fail("DuckDB opened"))
+    with pytest.raises(DataError, match=r"is empty .*no header"):
+        open_file(path, schema=None, owner="test")
+
+
+def test_a_header_only_file_is_an_empty_table_not_a_refusal(tmp_path: Path) -> None:
+    # Whether a file has rows is a fact about the data: refusing it would reveal that.
+    path = tmp_path / "header.csv"
+    path.write_bytes(b"a,b\n")
+    opened = open_file(path, schema={"a": "BIGINT"}, owner="test")
+    con = opened.connection
+    assert [r[:2] for r in con.execute(f"DESCRIBE {opened.relation}").fetchall()] == [
+        ("a", "BIGINT"),
+        ("b", "VARCHAR"),
+    ]
+    assert con.execute(f"SELECT count(*) FROM {opened.relation}").fetchall() == [(0,)]
+
+
+def read_with(path: Path, **options: Any) -> tuple[list[str], list[tuple[Any, ...]]]:
+    opened = open_file(
+        path, schema=None, owner="test", csv=check_csv_options(owner="test", **options)
+    )
+    con = opened.connection
+    types = [str(r[1]) for r in con.execute(f"DESCRIBE {opened.relation}").fetchall()]
+    return types, con.execute(f"SELECT * FROM {opened.relation}").fetchall()
+
+
+def test_na_values_are_missing_and_keep_the_column_numeric(tmp_path: Path) -> None:
+    path = tmp_path / "na.csv"
+    path.write_bytes(b"n,s\n1,a\nNA,-\n3,\n")
+    assert read(path)[0] == ["VARCHAR", "VARCHAR"]  # 'NA' makes the sniffer say text
+    types, rows = read_with(path, na_values=["NA", "-"])
+    assert types == ["BIGINT", "VARCHAR"]
+    assert rows == [(1, "a"), (None, None), (3, None)]
+
+
+@pytest.mark.parametrize(
+    ("content", "options", "expected"),
+    [
+        ("a|b\n1|x,y\n", {"delimiter": "|"}, [(1, "x,y")]),
+        ("a\tb\n1\tx\n", {"delimiter": "tab"}, [(1, "x")]),
+        ("a\tb\n1\tx\n", {"delimiter": "\\t"}, [(1, "x")]),
+        ("a;b\n1;x\n", {"delimiter": ","}, [("1;x",)]),  # fixed, not sniffed
+    ],
+    ids=["pipe", "tab-word", "tab-escape", "fixed-comma"],
+)
+def test_a_fixed_delimiter_is_used(
+    tmp_path: Path, content: str, options: dict[str, Any], expected: list[tuple[Any, ...]]
+) -> None:
+    path = tmp_path / "d.csv"
+    path.write_text(content)
+    assert read_with(path, **options)[1] == expected
+
+
+@pytest.mark.parametrize(
+    ("encoding", "codec"),
+    [("latin-1", "latin-1"), ("ISO-8859-1", "latin-1"), ("utf-16", "utf-16"), ("UTF8", "utf-8")],
+)
+def test_an_encoding_decodes_names_and_values(tmp_path: Path, encoding: str, codec: str) -> None:
+    path = tmp_path / "enc.csv"
+    path.write_bytes("café,ville\n1,Zürich\n2,Genève\n".encode(codec))
+    _, rows = read_with(path, encoding=encoding)
+    opened = open_file(
+        path, schema=None, owner="t", csv=check_csv_options(encoding=encoding, owner="t")
+    )
+    names = [r[0] for r in opened.connection.execute(f"DESCRIBE {opened.relation}").fetchall()]
+    assert names == ["café", "ville"]
+    assert rows == [(1, "Zürich"), (2, "Genève")]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"encoding": "cp1252"},
+        {"encoding": "no-such-codec"},
+        {"encoding": b"utf-8"},
+        {"delimiter": ""},
+        {"delimiter": ";;"},
+        {"delimiter": '"'},
+        {"delimiter": "\n"},
+        {"delimiter": "a"},
+        {"na_values": ["a\nb"]},
+        {"na_values": [1]},
+        {"na_values": 5},
+        {"na_values": ["x" * 300]},
+    ],
+    ids=lambda o: repr(o)[:40],
+)
+def test_bad_csv_options_are_invalid_parameters(options: dict[str, Any]) -> None:
+    with pytest.raises(InvalidParameter, match="parameter of test"):
+        check_csv_options(owner="test", **options)
+
+
+def test_csv_options_are_refused_for_parquet_by_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "t.parquet"
+    pd.DataFrame({"a": [1]}).to_parquet(path)
+    monkeypatch.setattr(duckdb, "connect", lambda *a, **k: pytest.fail("DuckDB opened"))
+    with pytest.raises(InvalidParameter, match="apply to CSV files"):
+        open_file(path, schema=None, owner="t", csv=check_csv_options(owner="t", delimiter=";"))
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-16", "latin-1"])
+def test_undecodable_bytes_never_make_the_read_fail(tmp_path: Path, encoding: str) -> None:
+    # Row values under a fixed encoding: bytes that do not decode are skipped (UTF-8)
+    # or replaced (others), never an error. DuckDB's own latin-1 decoder fails on
+    # 0x80-0x9f, so without transcoding in Python this fails.
+    import random
+
+    rand = random.Random(encoding)
+    head = "a,b\n" + "".join(f"{i},x{i}\n" for i in range(50))
+    for trial in range(20):
+        junk = bytes(rand.randrange(256) for _ in range(rand.randrange(1, 200)))
+        path = tmp_path / f"j{trial}.csv"
+        path.write_bytes(head.encode(encoding) + junk + "\n7,z\n".encode(encoding))
+        _, rows = read_with(path, encoding=encoding, delimiter=",")
+        assert len(rows) >= 50

@@ -35,6 +35,26 @@ CSV (``.csv``, ``.csv.gz``, ``.tsv``, ``.tsv.gz``)
     ``schema=`` (column -> DuckDB type) if the types themselves are sensitive; the
     columns it names are converted to those types whatever the rows hold.
 
+    :class:`CsvOptions` fixes what the sniffer would otherwise guess: the ``encoding``
+    (``utf-8``, ``utf-16`` or ``latin-1``, what DuckDB's reader decodes), the
+    ``delimiter`` (one character) and ``na_values`` (texts read as missing, besides the
+    empty field). They are checked by :func:`check_csv_options` before the file is
+    touched (an unknown encoding name is an :class:`~dpkit.errors.InvalidParameter`)
+    and passed to both the sniffer and the reader, so they change which text is a field
+    or NULL, never whether the read fails. A file in UTF-16 or latin-1 is first
+    transcoded to UTF-8 by Python's codecs into the private directory below (bytes that
+    do not decode become U+FFFD), because DuckDB's own decoders fail on some bytes (its
+    latin-1 refuses 0x80-0x9f: a row value would make the read fail); that copy is
+    deleted once read (a process killed meanwhile leaves it in the 0700 directory).
+
+    A file with no content (0 bytes, or only line ends, spaces and a byte-order mark,
+    compressed or not) has no header, so no schema: DuckDB would invent a column
+    ``column0``. It is refused as :class:`~dpkit.errors.DataError` before DuckDB opens
+    it. A file with a header and no rows is *not* refused: its schema is public, and
+    whether it holds rows is a fact about the data, which a refusal would reveal for
+    free (a dataset with no rows and one with a row are neighbours). It is read as an
+    empty table, and queries on it are charged and released like any others.
+
 Parquet (``.parquet``, ``.pq``)
     The types are the file's metadata (its footer: public schema), read at creation;
     ``schema=`` converts columns with ``TRY_CAST``. The rows are read in place (a view),
@@ -86,7 +106,10 @@ with spill files). Elsewhere the file itself stays until then.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
+import dataclasses
+import gzip
 import os
 import re
 import shutil
@@ -100,10 +123,26 @@ from typing import Any
 from dpkit.analytics._engine import NUMBER_TYPES
 from dpkit.errors import DataError, InvalidParameter
 
-__all__ = ["CSV_SUFFIXES", "PARQUET_SUFFIXES", "OpenedFile", "check_schema", "open_file"]
+__all__ = [
+    "CSV_ENCODINGS",
+    "CSV_SUFFIXES",
+    "PARQUET_SUFFIXES",
+    "CsvOptions",
+    "OpenedFile",
+    "check_csv_options",
+    "check_schema",
+    "open_file",
+]
 
 CSV_SUFFIXES = (".csv", ".csv.gz", ".tsv", ".tsv.gz")
 PARQUET_SUFFIXES = (".parquet", ".pq")
+
+#: Encodings DuckDB's CSV reader decodes without an extension (DuckDB 1.1 to 2.0).
+CSV_ENCODINGS = ("utf-8", "utf-16", "latin-1")
+#: Python's codec name -> DuckDB's name of that encoding.
+_CODECS = {"utf-8": "utf-8", "utf-16": "utf-16", "latin-1": "latin-1", "iso8859-1": "latin-1"}
+#: Longest text accepted as an NA marker (a public option, not a row value).
+_MAX_NA_LENGTH = 256
 
 #: The table the file is copied into, in its own database.
 _TABLE = "__dpkit_data"
@@ -147,6 +186,89 @@ class OpenedFile:
     relation: str
 
 
+@dataclass(frozen=True)
+class CsvOptions:
+    """Reading options of a CSV file, fixed instead of sniffed (build with
+    :func:`check_csv_options`).
+
+    Attributes
+    ----------
+    encoding:
+        One of :data:`CSV_ENCODINGS`.
+    delimiter:
+        The field separator (one character), or None to let DuckDB sniff it.
+    na_values:
+        Texts read as missing (NULL), besides the empty field.
+    """
+
+    encoding: str = "utf-8"
+    delimiter: str | None = None
+    na_values: tuple[str, ...] = ()
+
+
+def check_csv_options(
+    *,
+    encoding: object = None,
+    delimiter: object = None,
+    na_values: object = None,
+    owner: str,
+) -> CsvOptions:
+    """Validate CSV reading options; raise :class:`~dpkit.errors.InvalidParameter` on a
+    bad one. Touches no file.
+
+    ``encoding`` is any Python spelling of a name in :data:`CSV_ENCODINGS` (``utf8``,
+    ``ISO-8859-1``, ...); ``delimiter`` one character (``"\\t"`` and ``"tab"`` are read
+    as a tab); ``na_values`` a sequence of strings without line ends.
+    """
+    checked_encoding = "utf-8"
+    if encoding is not None:
+        known = None
+        if isinstance(encoding, str):
+            with contextlib.suppress(LookupError):
+                known = _CODECS.get(codecs.lookup(encoding).name)
+        if known is None:
+            raise InvalidParameter.for_parameter(
+                "encoding", owner, f"one of {list(CSV_ENCODINGS)}", encoding
+            )
+        checked_encoding = known
+    checked_delimiter: str | None = None
+    if delimiter is not None:
+        if isinstance(delimiter, str) and delimiter.lower() in ("\\t", "tab"):
+            delimiter = "\t"
+        if (
+            not isinstance(delimiter, str)
+            or len(delimiter) != 1
+            or delimiter in '\r\n"\x00'
+            or delimiter.isalnum()
+        ):
+            raise InvalidParameter.for_parameter(
+                "delimiter",
+                owner,
+                "one character that is not a letter, digit, quote or line end "
+                "(e.g. ',', ';', '|', 'tab')",
+                delimiter,
+            )
+        checked_delimiter = delimiter
+    checked_na: list[str] = []
+    if na_values is not None:
+        values = [na_values] if isinstance(na_values, str) else na_values
+        expected = f"a sequence of strings without line ends, each at most {_MAX_NA_LENGTH} long"
+        try:
+            items = list(values)  # type: ignore[call-overload]
+        except TypeError:
+            raise InvalidParameter.for_parameter("na_values", owner, expected, na_values) from None
+        for item in items:
+            if (
+                not isinstance(item, str)
+                or len(item) > _MAX_NA_LENGTH
+                or any(c in item for c in "\r\n\x00")
+            ):
+                raise InvalidParameter.for_parameter("na_values", owner, expected, na_values)
+            if item not in checked_na:
+                checked_na.append(item)
+    return CsvOptions(checked_encoding, checked_delimiter, tuple(checked_na))
+
+
 def _canonical_type(name: str) -> str | None:
     """DuckDB's canonical spelling of type ``name``, or None if it is not allowed."""
     import duckdb
@@ -187,7 +309,9 @@ def check_schema(schema: object, owner: str) -> dict[str, str] | None:
     return checked
 
 
-def open_file(file: Path, *, schema: Mapping[str, str] | None, owner: str) -> OpenedFile:
+def open_file(
+    file: Path, *, schema: Mapping[str, str] | None, owner: str, csv: CsvOptions | None = None
+) -> OpenedFile:
     """Open ``file`` in a private DuckDB database: a CSV is copied into a table that no
     row value can make a later query fail on; a Parquet file is a typed view over the
     file (module docstring).
@@ -203,12 +327,18 @@ def open_file(file: Path, *, schema: Mapping[str, str] | None, owner: str) -> Op
         sniffed (CSV) or stored (Parquet) type.
     owner:
         The caller's name, for messages.
+    csv:
+        Checked by :func:`check_csv_options`: encoding, delimiter and NA texts of a CSV
+        file (default: UTF-8, sniffed delimiter, only empty fields missing).
 
     Raises
     ------
+    InvalidParameter
+        If ``csv`` sets options and the file is Parquet (decided from the name).
     DataError
-        If the format is unknown, a ``schema`` column does not exist, or DuckDB cannot
-        read the file (the message names DuckDB's error class only).
+        If the format is unknown, the file has no content (so no header), a ``schema``
+        column does not exist, or DuckDB cannot read the file (the message names
+        DuckDB's error class only).
     """
     import duckdb
 
@@ -218,6 +348,13 @@ def open_file(file: Path, *, schema: Mapping[str, str] | None, owner: str) -> Op
             f"{owner}: cannot tell the format of {file.name!r}; use a .parquet or .csv "
             "file, or Session.from_duckdb."
         )
+    is_csv = name.endswith(CSV_SUFFIXES)
+    if not is_csv and csv is not None and csv != CsvOptions():
+        raise InvalidParameter(
+            f"{owner}: encoding, delimiter and NA values apply to CSV files; "
+            f"{file.name!r} is Parquet (its types and missing values are in the file)."
+        )
+    _refuse_blank(file, is_csv, owner)
     directory = tempfile.mkdtemp(prefix="dpkit-")
     database = Path(directory) / "data.duckdb"
     try:
@@ -231,9 +368,20 @@ def open_file(file: Path, *, schema: Mapping[str, str] | None, owner: str) -> Op
     literal = _string(str(file.resolve()))
     try:
         connection.execute("SET enable_progress_bar = false")
-        if name.endswith(CSV_SUFFIXES):
-            columns, reader = _csv_read(connection, literal, schema, owner, file.name)
+        if is_csv:
+            options = csv if csv is not None else CsvOptions()
+            if options.encoding != "utf-8":
+                # DuckDB's own decoders fail on some bytes (its latin-1 refuses 0x80-0x9f,
+                # "File is not latin-1 encoded"): a row value would make the read fail.
+                # Python's decoders, with errors="replace", are total.
+                text = Path(directory) / "source.csv"
+                _transcode(file, text, options.encoding)
+                literal = _string(str(text))
+                options = dataclasses.replace(options, encoding="utf-8")
+            columns, reader = _csv_read(connection, literal, schema, owner, file.name, options)
             _create_table(connection, columns, reader)
+            with contextlib.suppress(OSError):
+                (Path(directory) / "source.csv").unlink()
         else:
             columns, reader = _parquet_read(connection, literal, schema, owner, file.name)
             # Read in place (module docstring): a view over the file, typed by its footer.
@@ -257,6 +405,54 @@ def open_file(file: Path, *, schema: Mapping[str, str] | None, owner: str) -> Op
         remove()
         raise
     return OpenedFile(connection=connection, relation=_ident(_TABLE))
+
+
+def _transcode(file: Path, target: Path, encoding: str) -> None:
+    """Copy ``file`` (plain or gzip) to ``target`` as UTF-8, decoding it with Python's
+    ``encoding`` codec; bytes that do not decode become U+FFFD. Line ends are kept."""
+    opener: Any = gzip.open if file.name.lower().endswith(".gz") else open
+    with (
+        opener(file, "rb") as raw,
+        open(target, "w", encoding="utf-8", newline="") as out,
+    ):
+        reader = codecs.getreader(encoding)(raw, "replace")
+        while chunk := reader.read(1 << 20):
+            out.write(chunk)
+
+
+def _refuse_blank(file: Path, is_csv: bool, owner: str) -> None:
+    """Refuse a file with no content, hence no header and no schema (module docstring).
+
+    Reads up to the first byte that is not a byte-order mark, line end, space or NUL:
+    one block for any file with a header.
+    """
+    message = (
+        f"{owner}: {file.name!r} is empty ({{}}): it has no header, so no columns to "
+        "summarise. Nothing was spent."
+    )
+    try:
+        size = file.stat().st_size
+    except OSError as err:
+        raise DataError(f"{owner}: cannot read {file.name!r} ({type(err).__name__}).") from None
+    if size == 0:
+        raise DataError(message.format("0 bytes"))
+    if not is_csv:
+        return
+    opener: Any = gzip.open if file.name.lower().endswith(".gz") else open
+    try:
+        with opener(file, "rb") as stream:
+            first = True
+            while block := stream.read(1 << 16):
+                if first:
+                    for bom in (codecs.BOM_UTF8, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE):
+                        block = block.removeprefix(bom)
+                    first = False
+                if block.strip(b" \t\r\n\x00"):
+                    return
+    except (OSError, EOFError, gzip.BadGzipFile):
+        # Not readable as plain or gzip bytes: let DuckDB try, and fail by class.
+        return
+    raise DataError(message.format("no text but line ends and spaces"))
 
 
 def _create_table(connection: Any, columns: list[str], reader: str) -> None:
@@ -285,10 +481,15 @@ def _create_table(connection: Any, columns: list[str], reader: str) -> None:
 
 
 def _csv_read(
-    connection: Any, literal: str, schema: Mapping[str, str] | None, owner: str, label: str
+    connection: Any,
+    literal: str,
+    schema: Mapping[str, str] | None,
+    owner: str,
+    label: str,
+    options: CsvOptions,
 ) -> tuple[list[str], str]:
     """The columns (conversions of text) and the reader of a CSV file."""
-    sniffed = _sniff(connection, literal)
+    sniffed = _sniff(connection, literal, _fixed_options(options))
     columns = [(str(c["name"]), str(c["type"])) for c in sniffed["Columns"]]
     types = _apply_schema(dict(columns), schema, owner, label)
 
@@ -300,6 +501,7 @@ def _csv_read(
     new_line = sniffed["NewLineDelimiter"]
     reader = (
         f"read_csv({literal}, auto_detect = false, columns = {{{varchar}}}, "
+        f"{_fixed_options(options, delimiter=False)}"
         f"delim = {option('Delimiter')}, quote = {option('Quote')}, "
         f"escape = {option('Escape')}, comment = {option('Comment')}, "
         f"header = {'true' if sniffed['HasHeader'] else 'false'}, "
@@ -312,7 +514,21 @@ def _csv_read(
     return converted, reader
 
 
-def _sniff(connection: Any, literal: str) -> dict[str, Any]:
+def _fixed_options(options: CsvOptions, *, delimiter: bool = True) -> str:
+    """``read_csv`` / ``sniff_csv`` arguments for the options the user fixed (each
+    followed by a comma and a space; empty when none is set). The reader takes the
+    delimiter from the sniffer's findings (the same, when fixed)."""
+    parts = [f"encoding = {_string(options.encoding)}"] if options.encoding != "utf-8" else []
+    if delimiter and options.delimiter is not None:
+        parts.append(f"delim = {_string(options.delimiter)}")
+    if options.na_values:
+        # The empty field stays missing, as without the option.
+        texts = ", ".join(_string(t) for t in dict.fromkeys(("", *options.na_values)))
+        parts.append(f"nullstr = [{texts}]")
+    return "".join(p + ", " for p in parts)
+
+
+def _sniff(connection: Any, literal: str, fixed: str = "") -> dict[str, Any]:
     """DuckDB's sniffer's findings on a CSV file (dialect, header, column types)."""
     import duckdb
 
@@ -321,7 +537,7 @@ def _sniff(connection: Any, literal: str) -> dict[str, Any]:
     # reads by default: without it the sniffer prefers no escape character, and
     # "a ""b""" would keep its doubled quotes. If that fails (on files with 1-2 lines
     # of random junk: 57 of 300 sniffed), strict_mode=false (300 of 300).
-    sniff = f"SELECT * FROM sniff_csv({literal}, ignore_errors = true"
+    sniff = f"SELECT * FROM sniff_csv({literal}, {fixed}ignore_errors = true"
     try:
         cursor = connection.execute(sniff + ")")
     except duckdb.Error:
