@@ -1,39 +1,46 @@
 """``dpkit describe DATA``: a private summary of every column of a table, with a report.
 
 The main job of the command line. It opens a :class:`~dpkit.Session` on a CSV or
-Parquet file (DuckDB copies it once into a private table), spends the given budget on the plan of
-:func:`dpkit.analytics.describe.describe`, prints the summary as a terminal table and,
-on request, writes a self-contained HTML report (plots need ``dpkit[plot]``) and a
-JSON file. Errors (bad file, bad budget, unknown column) exit with code 2 and spend
-nothing. No message of the engine is printed: DuckDB's can quote rows (an
-:class:`~dpkit.errors.EngineError` is reported by its class), and ``--schema`` fixes
-column types that would otherwise be sniffed from the file.
+Parquet file (a CSV is copied once into a private DuckDB table, with the ``--encoding``,
+``--delimiter`` and ``--na-values`` given, see :mod:`dpkit.analytics._sources`), spends
+the given budget on the plan of :func:`dpkit.analytics.describe.describe`, prints the
+summary as a terminal table and, on request, writes a self-contained HTML report (plots
+need ``dpkit[plot]``) and JSON. ``--dry-run`` prints the plan, budget split and
+expected accuracy instead, and spends nothing. Every option is checked before the file
+is read; errors exit with code 2 and spend nothing (stream and JSON conventions:
+:mod:`dpkit.cli._output`). No message of the engine is printed: DuckDB's can quote rows.
+``--types`` fixes column types that would otherwise be sniffed from the file.
+
+Help texts are plain text: Typer prints the command's docstring and the options' help
+as they are, so they hold no reStructuredText.
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from dpkit.errors import DPError, EngineError, InsecureRandomWarning, InvalidParameter
+from dpkit.cli._output import Output, check_browser, write_outputs
+from dpkit.errors import DataError, DPError, InsecureRandomWarning, InvalidParameter
 
 if TYPE_CHECKING:
     from dpkit.accounting.guarantees import Guarantee
+    from dpkit.analytics._sources import CsvOptions
     from dpkit.analytics.session import Session
     from dpkit.report.model import DatasetSummary
 
 __all__ = [
     "budget_from_options",
     "describe_command",
-    "run_describe",
+    "open_session",
     "schema_from_options",
+    "select_columns",
     "summarise",
     "write_outputs",
 ]
@@ -52,44 +59,68 @@ def budget_from_options(epsilon: float | None, delta: float, rho: float | None) 
 
 
 def schema_from_options(items: list[str] | None) -> dict[str, str] | None:
-    """The ``schema=`` of :meth:`~dpkit.Session.from_path` from ``--schema col=TYPE``
-    options (types are checked by ``from_path``)."""
+    """Column types from ``--types COL=TYPE`` options (alias ``--schema``), checked
+    (canonical DuckDB names) before the file is touched."""
+    from dpkit.analytics._sources import check_schema
+
     if not items:
         return None
     schema: dict[str, str] = {}
     for item in items:
-        column, sep, type_name = item.partition("=")
+        column, sep, type_name = item.rpartition("=")
         if not sep or not column.strip() or not type_name.strip():
-            raise InvalidParameter(f"--schema takes COLUMN=TYPE (e.g. age=BIGINT). Got {item!r}.")
+            raise InvalidParameter(f"--types takes COLUMN=TYPE (e.g. age=BIGINT). Got {item!r}.")
         schema[column.strip()] = type_name.strip()
-    return schema
+    return check_schema(schema, "--types")
 
 
-def run_describe(
+def open_session(
     data: Path,
     *,
     budget: Guarantee,
     privacy_unit: str | None,
-    columns: list[str] | None,
-    max_rows: int | None,
-    top: int,
     ledger: Path | None,
     seed: int | None,
-    console: Console,
-    source: str | None = None,
     schema: Mapping[str, str] | None = None,
-) -> DatasetSummary:
-    """Open a Session on ``data``, run the summary with a progress bar, return it."""
+    csv: CsvOptions | None = None,
+) -> Session:
+    """A Session over ``data``, as :meth:`~dpkit.Session.from_path` opens it, with the
+    CSV reading options of the command line (the same ``source``, so a ledger written
+    by one is resumed by the other)."""
+    from dpkit.analytics._engine import DuckDBEngine
+    from dpkit.analytics._sources import open_file
     from dpkit.analytics.session import Session
 
+    if not data.is_file():
+        raise InvalidParameter(f"No file at {str(data)!r}.")
+    opened = open_file(data, schema=schema, owner="dpkit describe", csv=csv)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InsecureRandomWarning)
-        session = Session.from_path(
-            data, privacy_unit=privacy_unit, budget=budget, ledger=ledger, rng=seed, schema=schema
+        return Session(
+            DuckDBEngine(opened.connection, opened.relation),
+            source=f"file:{data.resolve()}",
+            privacy_unit=privacy_unit,
+            budget=budget,
+            ledger=ledger,
+            rng=seed,
         )
-    return summarise(
-        session, columns=columns, max_rows=max_rows, top=top, console=console, source=source
-    )
+
+
+def select_columns(
+    session: Session, columns: Sequence[str] | None, exclude: Sequence[str]
+) -> list[str] | None:
+    """The columns to summarise: ``--columns`` (default all) without ``--exclude``."""
+    if not exclude:
+        return list(columns) if columns is not None else None
+    schema = session.columns
+    unknown = [c for c in exclude if c not in schema]
+    if unknown:
+        raise DataError(
+            f"--exclude names column(s) {unknown} that the table does not have. "
+            f"Available columns: {sorted(schema)}."
+        )
+    wanted = list(columns) if columns is not None else list(schema)
+    return [c for c in wanted if c not in set(exclude)]
 
 
 def summarise(
@@ -101,7 +132,8 @@ def summarise(
     console: Console,
     source: str | None = None,
 ) -> DatasetSummary:
-    """Run :func:`dpkit.analytics.describe.describe` on ``session`` with a progress bar."""
+    """Run :func:`dpkit.analytics.describe.describe` on ``session``, with a progress bar
+    on ``console`` when it is a terminal (one step per column)."""
     from dpkit.analytics.describe import describe, plan_describe
 
     plan = plan_describe(session, columns=columns, max_rows=max_rows)
@@ -109,26 +141,36 @@ def summarise(
         SpinnerColumn(),
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),
-        TextColumn("{task.completed}/{task.total} queries"),
+        TextColumn("{task.completed}/{task.total} columns"),
         TimeElapsedColumn(),
         console=console,
         transient=True,
+        # Piped or redirected: no bar at all, not even its last frame.
+        disable=not console.is_terminal,
     )
+    # describe() reports "rows", then each column's name (and labels within a column).
+    steps = ["rows", *(name for name, _ in plan.columns)]
     with progress, warnings.catch_warnings():
         warnings.simplefilter("ignore", InsecureRandomWarning)
-        task = progress.add_task("summarising", total=plan.steps)
+        task = progress.add_task("summarising", total=len(steps) - 1)
+        done = 0
 
         def advance(label: str) -> None:
+            nonlocal done
+            if label in steps[done + 1 :]:
+                done = steps.index(label, done + 1)
+                progress.update(task, completed=done - 1)
             progress.update(task, description=f"summarising {label}")
-            progress.advance(task)
 
-        return describe(
+        summary = describe(
             session, columns=columns, max_rows=max_rows, top=top, source=source, progress=advance
         )
+        progress.update(task, completed=len(steps) - 1)
+    return summary
 
 
 def describe_command(
-    data: Annotated[Path, typer.Argument(help="A CSV (.csv, .csv.gz) or Parquet file.")],
+    data: Annotated[Path, typer.Argument(help="A CSV (.csv, .csv.gz, .tsv) or Parquet file.")],
     epsilon: Annotated[
         float | None, typer.Option(help="Total epsilon (default 1.0 unless --rho).")
     ] = None,
@@ -136,7 +178,7 @@ def describe_command(
         float, typer.Option(help="Total delta; 0 gives pure DP (no category selection).")
     ] = 1e-6,
     rho: Annotated[
-        float | None, typer.Option(help="A zCDP budget instead of (eps, delta).")
+        float | None, typer.Option(help="A zCDP budget instead of (epsilon, delta).")
     ] = None,
     privacy_unit: Annotated[
         str | None, typer.Option(help="Column identifying a person (default: one row each).")
@@ -144,15 +186,48 @@ def describe_command(
     columns: Annotated[
         str | None, typer.Option(help="Comma-separated columns to summarise (default: all).")
     ] = None,
+    exclude: Annotated[
+        list[str] | None,
+        typer.Option(help="A column not to summarise (repeatable).", metavar="COL"),
+    ] = None,
     max_rows: Annotated[
         int | None, typer.Option(help="Rows kept per person per query (default 10).")
     ] = None,
     top: Annotated[int, typer.Option(help="Categories shown per categorical column.")] = 10,
     engine: Annotated[str, typer.Option(help="Query engine (only 'duckdb' for now).")] = "duckdb",
+    types: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--types",
+            "--schema",
+            metavar="COL=TYPE",
+            help="A DuckDB type for a column instead of the one sniffed from the file "
+            "(repeatable), e.g. age=BIGINT; values that do not parse count as missing. "
+            "--schema is an alias.",
+        ),
+    ] = None,
+    encoding: Annotated[
+        str | None,
+        typer.Option(help="CSV encoding: utf-8 (default), utf-16 or latin-1."),
+    ] = None,
+    delimiter: Annotated[
+        str | None,
+        typer.Option(help="CSV field separator, one character or 'tab' (default: sniffed)."),
+    ] = None,
+    na_values: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="TEXT",
+            help="A CSV text read as missing, besides the empty field (repeatable), e.g. NA.",
+        ),
+    ] = None,
     report: Annotated[Path | None, typer.Option(help="Write an HTML report here.")] = None,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Write JSON here.")] = None,
+    json_out: Annotated[
+        str | None,
+        typer.Option("--json", metavar="PATH", help="Write JSON here; '-' for standard output."),
+    ] = None,
     open_report: Annotated[
-        bool, typer.Option("--open", help="Open the HTML report in a browser.")
+        bool, typer.Option("--open", help="Open the HTML report (--report) in a web browser.")
     ] = False,
     ledger: Annotated[
         Path | None, typer.Option(help="SQLite ledger file (persists the spent budget).")
@@ -160,68 +235,70 @@ def describe_command(
     seed: Annotated[
         int | None, typer.Option(help="Seed: reproducible but NOT private output.")
     ] = None,
-    schema: Annotated[
-        list[str] | None,
+    dry_run: Annotated[
+        bool,
         typer.Option(
-            help="COLUMN=TYPE (repeatable), e.g. age=BIGINT: a DuckDB type for a column "
-            "instead of the one sniffed from the file; values that do not parse count as "
-            "missing."
+            "--dry-run",
+            help="Print the plan (columns, budget split, expected accuracy); spend nothing.",
         ),
-    ] = None,
+    ] = False,
 ) -> None:
-    """Release a private summary of every column of DATA, with a report."""
-    console = Console()
+    """Release a private summary of every column of DATA, with a report.
+
+    Every option is checked before the file is read, and errors exit with code 2
+    having spent nothing. With --json -, the JSON goes to standard output and nothing
+    else does; errors are then JSON too.
+    """
+    from dpkit.analytics._sources import check_csv_options
+
+    output = Output(json_out)
     try:
         if engine != "duckdb":
             raise InvalidParameter(f"--engine must be 'duckdb' for now. Got {engine!r}.")
-        if not data.is_file():
-            raise InvalidParameter(f"No file at {str(data)!r}.")
-        summary = run_describe(
+        budget = budget_from_options(epsilon, delta, rho)
+        schema = schema_from_options(types)
+        csv = check_csv_options(
+            encoding=encoding, delimiter=delimiter, na_values=na_values, owner="dpkit describe"
+        )
+        if not dry_run:
+            check_browser(open_report, report)
+        session = open_session(
             data,
-            budget=budget_from_options(epsilon, delta, rho),
+            budget=budget,
             privacy_unit=privacy_unit,
-            columns=[c.strip() for c in columns.split(",")] if columns else None,
-            max_rows=max_rows,
-            top=top,
             ledger=ledger,
             seed=seed,
-            console=console,
+            schema=schema,
+            csv=csv,
+        )
+        wanted = [c.strip() for c in columns.split(",")] if columns else None
+        chosen = select_columns(session, wanted, exclude or [])
+        if dry_run:
+            _dry_run(session, chosen, max_rows, output)
+            return
+        summary = summarise(
+            session,
+            columns=chosen,
+            max_rows=max_rows,
+            top=top,
+            console=output.err,
             source=data.name,
-            schema=schema_from_options(schema),
         )
-    except EngineError as err:
-        # An engine's message can quote rows: say what failed, never what it said.
-        console.print(
-            f"[red]error:[/red] the query engine failed ({type(err).__name__}); its message "
-            "is not shown because it may quote row values. Budget charged for queries that "
-            "had started stays spent."
-        )
-        raise typer.Exit(code=2) from None
     except DPError as err:
-        # dpkit's own messages hold public information only; escape() keeps a column
-        # name such as "[bold]" from being read as Rich markup.
-        console.print(f"[red]error:[/red] {escape(str(err))}")
-        raise typer.Exit(code=2) from None
-    write_outputs(summary, console, report=report, json_out=json_out, open_report=open_report)
+        output.fail(err)
+    write_outputs(summary, output, report=report, open_report=open_report)
 
 
-def write_outputs(
-    summary: DatasetSummary,
-    console: Console,
-    *,
-    report: Path | None,
-    json_out: Path | None,
-    open_report: bool,
+def _dry_run(
+    session: Session, columns: list[str] | None, max_rows: int | None, output: Output
 ) -> None:
-    """Print the summary, and write/open the report and JSON the user asked for."""
-    from dpkit.report import open_in_browser, render_html, render_terminal, to_json
+    import json
 
-    render_terminal(summary, console)
-    if json_out is not None:
-        json_out.write_text(to_json(summary), encoding="utf-8")
-        console.print(f"JSON written to {json_out}")
-    if report is not None:
-        render_html(summary, report)
-        console.print(f"HTML report written to {report}")
-        if open_report:
-            open_in_browser(report)
+    from dpkit.analytics.describe import plan_describe
+    from dpkit.cli._dryrun import describe_plan, plan_payload, print_plan
+
+    plan = plan_describe(session, columns=columns, max_rows=max_rows)
+    lines = describe_plan(session, plan)
+    if not output.json_to_stdout:
+        print_plan(session, plan, lines, output.out)
+    output.write_json(json.dumps(plan_payload(session, plan, lines), indent=2))

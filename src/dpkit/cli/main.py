@@ -1,10 +1,11 @@
-"""Entry point of the ``dpkit`` command.
+"""Entry point of the ``dpkit`` command (also ``python -m dpkit``).
 
 Sub-commands: ``describe`` (the main job: a private summary of a dataset with a
 report), ``demo`` (``describe`` on a bundled dataset, offline), ``account`` (privacy
-accounting) and ``audit`` (statistical auditing of a mechanism). Heavy parts (the
-Session, DuckDB, SciPy) load only when a command needs them, so ``dpkit --help`` is
-instant.
+accounting) and ``audit`` (statistical auditing of a mechanism); ``dpkit --version``.
+Heavy parts (the Session, DuckDB, SciPy) load only when a command needs them, so
+``dpkit --help`` is instant. Help texts are plain text (Typer prints docstrings as
+they are).
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
+from dpkit.cli._output import Output, check_browser, write_outputs
 from dpkit.cli.account import account_app
 from dpkit.cli.audit import audit_command
-from dpkit.cli.describe import budget_from_options, describe_command, summarise, write_outputs
+from dpkit.cli.describe import budget_from_options, describe_command, summarise
 from dpkit.errors import DPError
 
 if TYPE_CHECKING:
@@ -37,8 +38,23 @@ app.command("audit")(audit_command)
 app.add_typer(account_app, name="account")
 
 
+def _version(value: bool) -> None:
+    if value:
+        from dpkit import __version__
+
+        typer.echo(f"dpkit {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def main() -> None:
+def main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
     """dpkit command line."""
 
 
@@ -50,34 +66,39 @@ def demo(
     report: Annotated[
         Path | None, typer.Option(help="HTML report path (default dpkit-demo-report.html).")
     ] = None,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Write JSON here.")] = None,
-    open_report: Annotated[bool, typer.Option("--open", help="Open the report.")] = False,
+    json_out: Annotated[
+        str | None,
+        typer.Option("--json", metavar="PATH", help="Write JSON here; '-' for standard output."),
+    ] = None,
+    open_report: Annotated[
+        bool, typer.Option("--open", help="Open the report in a web browser.")
+    ] = False,
     seed: Annotated[
         int | None, typer.Option(help="Seed: reproducible but NOT private output.")
     ] = None,
 ) -> None:
     """Summarise synthetic web-session data privately (many rows per user), offline.
 
-    Generates the dpkit web-sessions dataset deterministically (``dpkit.data.
-    make_web_sessions``: 30,000 users, about 500,000 sessions by default) and runs the
-    ``dpkit describe`` summary on it with ``user_id`` as the privacy unit.
+    Generates the dpkit web-sessions dataset deterministically (30,000 users, about
+    500,000 sessions by default; dpkit.data.make_web_sessions in Python) and runs the
+    dpkit describe summary on it with user_id as the privacy unit.
     """
-    console = Console()
+    output = Output(json_out)
     target = report if report is not None else Path("dpkit-demo-report.html")
     try:
+        check_browser(open_report, target)
         session = _demo_session(people, budget_from_options(epsilon, delta, None), seed)
         summary = summarise(
             session,
             columns=None,
             max_rows=None,
             top=10,
-            console=console,
+            console=output.err,
             source=f"dpkit web sessions (synthetic, {people:,} users)",
         )
     except DPError as err:
-        console.print(f"[red]error:[/red] {err}")
-        raise typer.Exit(code=2) from err
-    write_outputs(summary, console, report=target, json_out=json_out, open_report=open_report)
+        output.fail(err)
+    write_outputs(summary, output, report=target, open_report=open_report)
 
 
 def _demo_session(people: int, budget: Guarantee, seed: int | None) -> Session:

@@ -1,0 +1,201 @@
+"""``dpkit describe --dry-run``: the plan, its budget split and its expected accuracy.
+
+Everything here is computed from public information -- the schema, the options and
+the budget -- by :func:`dpkit.analytics.describe.plan_describe` and
+:meth:`dpkit.Session.explain`; no query runs and nothing is charged.
+
+Expected accuracy is shown where it does not depend on the data: the half-width of
+the row count's interval, of each numeric column's count of values and of each
+category's count, the rank radius of the percentiles, and the threshold of private
+category selection. Intervals of means and histograms depend on the range found
+privately at run time, so they are not predicted.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from dpkit.accounting.guarantees import ZCDP, Guarantee, PureDP
+from dpkit.errors import DPError
+
+if TYPE_CHECKING:
+    from dpkit.analytics.describe import DescribePlan
+    from dpkit.analytics.query import Query
+    from dpkit.analytics.session import Session
+
+__all__ = ["PlanLine", "describe_plan", "plan_payload", "print_plan"]
+
+#: Queries per column kind, as :attr:`DescribePlan.steps` counts them.
+_QUERIES = {"numeric": 4, "date": 4, "categorical": 1}
+
+
+@dataclass(frozen=True)
+class PlanLine:
+    """One group of queries of the plan: the row count, or one column."""
+
+    target: str
+    kind: str
+    fraction: float
+    budget: Guarantee
+    queries: int
+    accuracy: tuple[str, ...]
+
+
+def guarantee_text(guarantee: Guarantee) -> str:
+    """``ε = 0.25`` or ``ρ = 0.01 (zCDP)``."""
+    if isinstance(guarantee, PureDP):
+        return f"ε = {guarantee.epsilon:.4g}"
+    if isinstance(guarantee, ZCDP):
+        return f"ρ = {guarantee.rho:.4g} (zCDP)"
+    return str(guarantee)
+
+
+def _scaled(guarantee: Guarantee, fraction: float) -> Guarantee:
+    # Rounded down, as describe() splits the budget.
+    if isinstance(guarantee, PureDP):
+        return PureDP(math.nextafter(guarantee.epsilon * fraction, 0.0))
+    if isinstance(guarantee, ZCDP):
+        return ZCDP(math.nextafter(guarantee.rho * fraction, 0.0))
+    return guarantee
+
+
+def _split() -> dict[str, Any]:
+    """describe()'s per-query constants, where it still defines them."""
+    from dpkit.analytics import describe as module
+
+    names = ("ORDER_SHARE", "MEAN_SHARE", "GRID_SIZE", "PERCENTILES", "MAX_GROUPS_PER_PERSON")
+    return {name: getattr(module, name, None) for name in names}
+
+
+def describe_plan(session: Session, plan: DescribePlan, confidence: float = 0.95) -> list[PlanLine]:
+    """The plan's groups of queries with their budgets and expected accuracy."""
+    from dpkit.analytics.query import Query
+
+    total = session.remaining
+    split = _split()
+    base = Query()
+    if plan.max_rows is not None:
+        base = base.bound(max_rows=plan.max_rows)
+
+    def explain(query: Query, budget: Guarantee) -> Any:
+        try:
+            return session.explain(query, budget=budget, confidence=confidence)
+        except DPError:
+            return None
+
+    lines: list[PlanLine] = []
+    share = _scaled(total, plan.share)
+    rows = base.count(name="rows")
+    if plan.max_rows is not None:
+        rows = rows.count_distinct(name="persons")
+    found = explain(rows, share)
+    accuracy = (
+        tuple(f"{s.aggregation} ±{s.half_width:,.4g}" for s in found.statistics) if found else ()
+    )
+    lines.append(PlanLine("rows", "count", plan.share, share, 1, accuracy))
+    groups = split["MAX_GROUPS_PER_PERSON"] if plan.max_rows is not None else None
+    for name, kind in plan.columns:
+        quoted = '"' + name.replace('"', '""') + '"'
+        notes: list[str] = []
+        if kind == "categorical":
+            query = base.group_by(name, keys="private").count()
+            if isinstance(groups, int):
+                query = query.bound(max_groups=groups)
+            found = explain(query, share)
+            if found is not None and found.selection_threshold is not None:
+                notes.append(f"categories kept if noisy count ≥ {found.selection_threshold}")
+            if found is not None:
+                notes.extend(
+                    f"each category's {s.aggregation} ±{s.half_width:,.4g}"
+                    for s in found.statistics
+                    if not s.aggregation.startswith("__")  # the selection's own count
+                )
+        elif isinstance(split["MEAN_SHARE"], float) and isinstance(split["ORDER_SHARE"], float):
+            count = base.filter(f"{quoted} IS NOT NULL").count(name="count")
+            found = explain(count, _scaled(total, plan.share * split["MEAN_SHARE"]))
+            if found is not None:
+                notes.extend(f"values ±{s.half_width:,.4g}" for s in found.statistics)
+            column, query = name, base
+            if kind == "date":
+                column = f"{name}__epoch"
+                query = query.with_column(column, f"epoch({quoted})")
+            levels = split["PERCENTILES"] or (0.5,)
+            grid = split["GRID_SIZE"] or 10_001
+            order = query.quantile(column, tuple(levels), bounds=(0.0, 1.0), grid_size=grid)
+            found = explain(order, _scaled(total, plan.share * split["ORDER_SHARE"]))
+            radii = [o.rank_radius for o in found.orders if o.rank_radius] if found else []
+            if radii:
+                notes.append(f"percentiles within ±{max(radii):,} ranks")
+        lines.append(PlanLine(name, kind, plan.share, share, _QUERIES.get(kind, 1), tuple(notes)))
+    return lines
+
+
+def print_plan(
+    session: Session, plan: DescribePlan, lines: list[PlanLine], console: Console
+) -> None:
+    """The plan as a Rich table (what ``--dry-run`` prints)."""
+    console.print(
+        f"Dry run: nothing was spent. Budget left: {guarantee_text(session.remaining)}; "
+        f"{plan.steps} queries would spend it.",
+        highlight=False,
+    )
+    if plan.max_rows is not None:
+        console.print(
+            f"Each query keeps at most {plan.max_rows} rows per person "
+            f"(privacy unit {session.privacy_unit!r}).",
+            highlight=False,
+        )
+    table = Table(title="Plan (expected accuracy: 95% intervals, public information only)")
+    for header in ("summarised", "kind", "share", "budget", "queries", "expected accuracy"):
+        table.add_column(header, overflow="fold")
+    for line in lines:
+        cells = (
+            line.target,
+            line.kind,
+            f"{line.fraction:.1%}",
+            guarantee_text(line.budget),
+            str(line.queries),
+            "; ".join(line.accuracy) or "found at run time",
+        )
+        table.add_row(*(Text(cell) for cell in cells))  # Text: a name is not markup
+    console.print(table)
+    for name, reason in plan.skipped:
+        console.print(f"skipped {name}: {reason}", highlight=False, markup=False)
+
+
+def plan_payload(session: Session, plan: DescribePlan, lines: list[PlanLine]) -> dict[str, Any]:
+    """The plan as JSON-ready data (``--dry-run --json``)."""
+
+    def budget(guarantee: Guarantee) -> dict[str, float]:
+        if isinstance(guarantee, PureDP):
+            return {"epsilon": guarantee.epsilon}
+        if isinstance(guarantee, ZCDP):
+            return {"rho": guarantee.rho}
+        return {}
+
+    return {
+        "dry_run": True,
+        "spent": False,
+        "remaining": budget(session.remaining),
+        "privacy_unit": session.privacy_unit,
+        "max_rows": plan.max_rows,
+        "queries": plan.steps,
+        "plan": [
+            {
+                "target": line.target,
+                "kind": line.kind,
+                "share": line.fraction,
+                "budget": budget(line.budget),
+                "queries": line.queries,
+                "expected_accuracy": list(line.accuracy),
+            }
+            for line in lines
+        ],
+        "skipped": [{"column": name, "reason": reason} for name, reason in plan.skipped],
+    }
