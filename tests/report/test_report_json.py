@@ -39,29 +39,56 @@ def test_summary_round_trip_is_exact(
 
 
 def test_schema_keys_are_stable(sample_summary: DatasetSummary) -> None:
-    # Changing or removing any of these keys is a schema change (bump SCHEMA).
+    # Changing or removing any of these keys is a schema change (bump SCHEMA); keys
+    # may only be added (the second set of each pair), with defaults for old documents.
     doc = json.loads(to_json(sample_summary))
     assert doc["schema"] == SCHEMA == "dpkit.report/1"
     assert set(doc) == {
         "schema", "title", "source", "privacy_unit", "budget", "budget_split",
         "rows_estimate", "secure", "created", "notes", "columns",
-    }  # fmt: skip
+    } | {"requested", "guarantee", "max_rows"}  # fmt: skip
     assert doc["budget"] == {"type": "PureDP", "epsilon": 1.0}
     assert doc["created"] == "2025-03-14T09:26:53+00:00"
     column = doc["columns"][0]
-    assert set(column) == {"name", "kind", "statistics", "histogram", "top_categories", "notes"}
+    assert set(column) == {
+        "name", "kind", "statistics", "histogram", "top_categories", "notes",
+    } | {"sql_type"}  # fmt: skip
     assert set(column["statistics"][0]) == {
         "name", "estimate", "std_error", "ci_low", "ci_high", "confidence",
         "mechanism", "budget", "unit",
-    }  # fmt: skip
+    } | {"limit"}  # fmt: skip
     assert set(column["histogram"]) == {
         "edges", "counts", "ci_low", "ci_high", "confidence", "mechanism", "budget", "unit",
-    }  # fmt: skip
+    } | {"open_ended", "integer"}  # fmt: skip
     categories = doc["columns"][2]["top_categories"]
     assert set(categories[0]) == {
         "category", "estimate", "std_error", "ci_low", "ci_high", "confidence",
     }  # fmt: skip
     assert set(doc["budget_split"][0]) == {"label", "budget", "mechanism", "fraction"}
+
+
+def test_documents_without_the_added_keys_still_read(sample_summary: DatasetSummary) -> None:
+    summary = replace(
+        sample_summary,
+        requested=ApproxDP(1.0, 1e-6),
+        guarantee=ApproxDP(0.97, 7e-7),
+        max_rows=10,
+    )
+    doc = json.loads(to_json(summary))
+    for key in ("requested", "guarantee", "max_rows"):
+        del doc[key]
+    for column in doc["columns"]:
+        del column["sql_type"]
+        for stat in column["statistics"]:
+            del stat["limit"]
+        if column["histogram"] is not None:
+            del column["histogram"]["open_ended"], column["histogram"]["integer"]
+    old = from_json(json.dumps(doc))
+    assert old == replace(summary, requested=None, guarantee=None, max_rows=None)
+    # And the new keys carry what a reader needs: the budget asked and the guarantee.
+    new = json.loads(to_json(summary))
+    assert new["requested"] == {"type": "ApproxDP", "epsilon": 1.0, "delta": 1e-6}
+    assert new["guarantee"] == {"type": "ApproxDP", "epsilon": 0.97, "delta": 7e-7}
 
 
 def test_unknown_keys_are_ignored(sample_summary: DatasetSummary) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import re
 import sys
 from collections.abc import Callable
@@ -17,12 +18,16 @@ from dpkit.report import (
     CategoryCount,
     ColumnSummary,
     DatasetSummary,
+    HistogramSummary,
+    Statistic,
     html_report,
     open_in_browser,
     render_html,
     render_terminal,
+    to_json,
 )
 from dpkit.report import html as html_module
+from dpkit.report._format import bin_labels
 
 HOSTILE = '<script>alert("x")</script> & $a$ [bold]'
 
@@ -181,3 +186,69 @@ def test_open_in_browser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert opened == [path.resolve().as_uri()]
     with pytest.raises(Exception, match="No report"):
         open_in_browser(tmp_path / "missing.html")
+
+
+def _with_histogram(summary: DatasetSummary, histogram: HistogramSummary) -> DatasetSummary:
+    column = ColumnSummary("h", "numeric", histogram=histogram)
+    return replace(summary, columns=(column,))
+
+
+def test_negative_counts_are_shown_clamped_and_kept_raw_in_json(
+    sample_summary: DatasetSummary,
+) -> None:
+    histogram = HistogramSummary(
+        edges=(-1.0, 0.0, 1.0, 2.0),
+        counts=(-7.0, 40.0, -3.0),
+        ci_low=(-20.0, 27.0, -16.0),
+        ci_high=(6.0, 53.0, 10.0),
+        confidence=0.95,
+        open_ended=True,
+        integer=True,
+    )
+    summary = _with_histogram(sample_summary, histogram)
+    console = Console(width=160, record=True)
+    render_terminal(summary, console)
+    text = console.export_text()
+    assert "-7" not in text and "-3" not in text and "-20" not in text
+    for label in ("< 0", "│ 0 ", "≥ 1"):
+        assert label in text
+    page = html_report(summary, with_plots=False)
+    assert "-7" not in page and "&lt; 0" in page and "≥ 1" in page
+    assert json.loads(to_json(summary))["columns"][0]["histogram"]["counts"] == [-7.0, 40.0, -3.0]
+
+
+def test_bin_labels_stay_distinct_on_a_narrow_range() -> None:
+    # 20 bins over [1000, 1000.002): four significant digits would print "1,000" 21 times.
+    edges = [1000.0 + 1e-4 * i for i in range(21)]
+    histogram = HistogramSummary(edges=tuple(edges), counts=tuple([1.0] * 20))
+    labels = bin_labels(histogram)
+    assert len(set(labels)) == 20
+
+
+@pytest.mark.parametrize(
+    ("edges", "expected"),
+    [
+        ((0.0, 5.0, 10.0, 15.0), ["< 5", "5–9", "≥ 10"]),
+        ((2.0, 3.0, 4.0, 5.0, 6.0), ["< 3", "3", "4", "≥ 5"]),
+    ],
+    ids=["wide", "unit"],
+)
+def test_integer_bins_are_labelled_by_their_values(
+    edges: tuple[float, ...], expected: list[str]
+) -> None:
+    histogram = HistogramSummary(
+        edges=edges, counts=tuple([1.0] * (len(edges) - 1)), open_ended=True, integer=True
+    )
+    assert bin_labels(histogram) == expected
+
+
+def test_lower_bound_statistics_are_labelled(sample_summary: DatasetSummary) -> None:
+    stat = Statistic(name="max", estimate=17.0, limit="lower")
+    column = ColumnSummary("educ", "numeric", statistics=(stat,))
+    summary = replace(sample_summary, columns=(column,))
+    console = Console(width=160, record=True)
+    render_terminal(summary, console)
+    text = console.export_text()
+    assert "max (lower bound)" in text and "≥ 17" in text
+    page = html_report(summary, with_plots=False)
+    assert "max (lower bound)" in page and "≥ 17" in page

@@ -6,10 +6,12 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 
 from dpkit.accounting.guarantees import RDP, ZCDP, ApproxDP, Guarantee, PureDP
-from dpkit.report.model import EPOCH_SECONDS, DatasetSummary
+from dpkit.report.model import EPOCH_SECONDS, DatasetSummary, HistogramSummary, Statistic
 
 __all__ = [
     "REFERENCE_DELTA",
+    "bin_labels",
+    "budget_facts",
     "common_confidence",
     "describe_guarantee",
     "format_interval",
@@ -18,6 +20,10 @@ __all__ = [
     "interval_cell",
     "interval_header",
     "privacy_unit_text",
+    "rows_label",
+    "shown_count",
+    "statistic_estimate",
+    "statistic_label",
 ]
 
 #: The delta at which a zCDP or RDP total is also shown as (epsilon, delta)-DP.
@@ -45,7 +51,7 @@ def format_value(x: float, unit: str = "") -> str:
             return _number(x) + " s"
         if x % 86_400 == 0:
             return moment.strftime("%Y-%m-%d")
-        return moment.strftime("%Y-%m-%d %H:%M")
+        return moment.strftime("%Y-%m-%d %H:%M UTC")
     return _number(x)
 
 
@@ -120,3 +126,79 @@ def privacy_unit_text(summary: DatasetSummary) -> str:
         f"{summary.privacy_unit} (neighbouring datasets differ in all rows "
         f"of one {summary.privacy_unit})"
     )
+
+
+def budget_facts(summary: DatasetSummary) -> list[tuple[str, str]]:
+    """Header lines about the budget: as asked, what the summary satisfies, what it spent.
+
+    Summaries that carry ``guarantee`` state it (e.g. zCDP converted to (epsilon,
+    delta) plus the delta of private key selection); older ones only their ``budget``.
+    """
+    if summary.guarantee is None:
+        return [("Total budget", describe_guarantee(summary.budget, implied=True))]
+    facts = []
+    if summary.requested is not None:
+        facts.append(("Budget asked", describe_guarantee(summary.requested)))
+    facts.append(("Guarantee of this summary", describe_guarantee(summary.guarantee)))
+    if summary.budget != summary.guarantee:
+        facts.append(("Spent (query currency)", describe_guarantee(summary.budget)))
+    return facts
+
+
+def rows_label(summary: DatasetSummary) -> str:
+    """Heading of the row count: rows *kept* when rows per person were bounded."""
+    if summary.max_rows is None:
+        return "Rows (private estimate)"
+    return f"Rows kept (\u2264 {summary.max_rows} per person; private estimate)"
+
+
+def statistic_label(stat: Statistic) -> str:
+    """A statistic's name, saying when its estimate is a one-sided bound."""
+    if stat.limit:
+        return f"{stat.name} ({stat.limit} bound)"
+    return stat.name
+
+
+def statistic_estimate(stat: Statistic) -> str:
+    """A statistic's estimate with its unit, ``>= x`` for a lower bound."""
+    unit = "" if stat.unit in ("", EPOCH_SECONDS) else f" {stat.unit}"
+    prefix = {"lower": "\u2265 ", "upper": "\u2264 "}.get(stat.limit, "")
+    return prefix + format_value(stat.estimate, stat.unit) + unit
+
+
+def shown_count(count: float) -> float:
+    """A noisy count as displayed: clamped at 0 (post-processing; JSON keeps the raw)."""
+    return max(0.0, count)
+
+
+def _distinct(values: list[float], unit: str) -> list[str]:
+    if unit == EPOCH_SECONDS:
+        return [format_value(v, unit) for v in values]
+    # Enough significant digits that neighbouring edges read differently.
+    for digits in range(4, 17):
+        texts = [_number(v) if digits == 4 else f"{v:.{digits}g}" for v in values]
+        if len(set(texts)) == len(texts):
+            return texts
+    return [repr(v) for v in values]
+
+
+def bin_labels(histogram: HistogramSummary) -> list[str]:
+    """One label per bin: ``[a, b)``; ``< a`` / ``>= b`` for under- and overflow bins;
+    the integers ``k`` or ``a-b`` a bin of an integer column holds."""
+    edges = list(histogram.edges)
+    unit = histogram.unit
+    texts = _distinct(edges, unit)
+    labels = []
+    for i in range(len(edges) - 1):
+        low, high = edges[i], edges[i + 1]
+        if histogram.integer and unit != EPOCH_SECONDS:
+            first, last = round(low), round(high) - 1
+            label = str(first) if first == last else f"{first}\u2013{last}"
+        else:
+            label = f"[{texts[i]}, {texts[i + 1]})"
+        if histogram.open_ended and i == 0:
+            label = f"< {texts[1] if not histogram.integer else round(high)}"
+        elif histogram.open_ended and i == len(edges) - 2:
+            label = f"\u2265 {texts[i] if not histogram.integer else round(low)}"
+        labels.append(label)
+    return labels

@@ -21,6 +21,8 @@ from pathlib import Path
 from dpkit.errors import DataError
 from dpkit.report import plots
 from dpkit.report._format import (
+    bin_labels,
+    budget_facts,
     common_confidence,
     describe_guarantee,
     format_interval,
@@ -29,8 +31,12 @@ from dpkit.report._format import (
     interval_cell,
     interval_header,
     privacy_unit_text,
+    rows_label,
+    shown_count,
+    statistic_estimate,
+    statistic_label,
 )
-from dpkit.report.model import EPOCH_SECONDS, ColumnSummary, DatasetSummary, HistogramSummary
+from dpkit.report.model import ColumnSummary, DatasetSummary, HistogramSummary
 
 __all__ = ["html_report", "open_in_browser", "render_html"]
 
@@ -95,6 +101,8 @@ def _e(text: object) -> str:
 
 
 def _budget_text(summary: DatasetSummary) -> str:
+    if summary.guarantee is not None:
+        return describe_guarantee(summary.guarantee)
     return describe_guarantee(summary.budget, implied=True)
 
 
@@ -102,7 +110,7 @@ def _header(summary: DatasetSummary) -> str:
     facts = [
         ("Dataset", summary.source),
         ("Privacy unit", privacy_unit_text(summary)),
-        ("Total budget", _budget_text(summary)),
+        *budget_facts(summary),
     ]
     rows = summary.rows_estimate
     if rows is not None:
@@ -110,7 +118,7 @@ def _header(summary: DatasetSummary) -> str:
         if rows.confidence is not None and rows.ci_low is not None:
             ci = format_interval(rows.ci_low, rows.ci_high, rows.unit)
             text += f" ({rows.confidence:.0%} CI {ci})"
-        facts.append(("Rows (private estimate)", text))
+        facts.append((rows_label(summary), text))
     facts.append(("Created", summary.created.isoformat(timespec="seconds")))
     items = "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in facts)
     parts = [
@@ -179,13 +187,12 @@ def _statistics_table(column: ColumnSummary) -> str:
     rows = []
     shared = common_confidence(s.confidence for s in column.statistics)
     for s in column.statistics:
-        unit = "" if s.unit in ("", EPOCH_SECONDS) else f" {s.unit}"
         interval = interval_cell(s.ci_low, s.ci_high, s.confidence, shared, s.unit)
         budget = "post-processing" if s.budget is None else describe_guarantee(s.budget)
         std = "" if s.std_error is None else format_spread(s.std_error, s.unit)
         rows.append(
-            f"<tr><td>{_e(s.name)}</td>"
-            f'<td class="num">{_e(format_value(s.estimate, s.unit) + unit)}</td>'
+            f"<tr><td>{_e(statistic_label(s))}</td>"
+            f'<td class="num">{_e(statistic_estimate(s))}</td>'
             f'<td class="num">{_e(interval)}</td>'
             f'<td class="num">{_e(std)}</td>'
             f"<td>{_e(s.mechanism)}</td><td>{_e(budget)}</td></tr>"
@@ -200,20 +207,21 @@ def _statistics_table(column: ColumnSummary) -> str:
 
 def _histogram_details(histogram: HistogramSummary) -> str:
     rows = []
+    labels = bin_labels(histogram)
     for i, count in enumerate(histogram.counts):
-        low, high = histogram.edges[i], histogram.edges[i + 1]
         interval = ""
         if histogram.ci_low:
-            interval = format_interval(histogram.ci_low[i], histogram.ci_high[i])
+            low, high = shown_count(histogram.ci_low[i]), shown_count(histogram.ci_high[i])
+            interval = format_interval(low, high)
         rows.append(
-            f"<tr><td>[{_e(format_value(low, histogram.unit))}, "
-            f"{_e(format_value(high, histogram.unit))})</td>"
-            f'<td class="num">{_e(format_value(count))}</td>'
+            f"<tr><td>{_e(labels[i])}</td>"
+            f'<td class="num">{_e(format_value(shown_count(count)))}</td>'
             f'<td class="num">{_e(interval)}</td></tr>'
         )
     budget = "" if histogram.budget is None else f"; {describe_guarantee(histogram.budget)}"
     return (
-        f"<details><summary>Histogram table ({len(histogram.counts)} bins; "
+        f"<details><summary>Histogram table ({len(histogram.counts)} bins, counts shown "
+        "clamped at 0 (the JSON keeps the raw noisy values); "
         f"{_e(histogram.mechanism)}{_e(budget)})</summary>"
         '<table class="histogram"><thead><tr><th>Bin</th><th class="num">Count</th>'
         f'<th class="num">{_e(interval_header(histogram.confidence).capitalize())}</th>'

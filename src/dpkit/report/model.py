@@ -13,7 +13,10 @@ Conventions
 - ``budget`` fields are :class:`~dpkit.accounting.Guarantee` values; ``None`` marks a
   statistic computed by post-processing of other releases (it spends nothing more).
 - A statistic or histogram whose ``unit`` is :data:`EPOCH_SECONDS` is a point in
-  time, in seconds since 1970-01-01T00:00:00 UTC; renderers show it as a date.
+  time, in seconds since 1970-01-01T00:00:00 UTC; renderers show it as a date (without
+  a time of day when the value is a whole day).
+- Fields added after the first version of the JSON schema have defaults, so documents
+  written before them still read.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from dpkit.mechanisms import ErrorBound, Release
 __all__ = [
     "COLUMN_KINDS",
     "EPOCH_SECONDS",
+    "LIMITS",
     "BudgetShare",
     "CategoryCount",
     "ColumnKind",
@@ -48,6 +52,9 @@ COLUMN_KINDS: tuple[ColumnKind, ...] = ("numeric", "categorical", "date")
 
 #: Unit of a value that is a point in time: seconds since the Unix epoch, UTC.
 EPOCH_SECONDS = "epoch_seconds"
+#: Values of :attr:`Statistic.limit`: the estimate is, with high probability, a lower
+#: (or upper) bound of the true value rather than an estimate on both sides.
+LIMITS: tuple[str, ...] = ("", "lower", "upper")
 
 
 def _finite(value: object, name: str, owner: str) -> float:
@@ -131,6 +138,10 @@ class Statistic:
     unit:
         Free text shown after the numbers (``"rows"``, ``"minutes"``), or
         :data:`EPOCH_SECONDS` for a point in time.
+    limit:
+        ``""`` for a two-sided estimate; ``"lower"`` when the estimate is (with high
+        probability) a lower bound of the true value (the shifted-inverse maximum),
+        ``"upper"`` for an upper bound. Renderers show ``>= x`` / ``<= x``.
     """
 
     name: str
@@ -142,6 +153,7 @@ class Statistic:
     mechanism: str = ""
     budget: Guarantee | None = None
     unit: str = ""
+    limit: str = ""
 
     def __post_init__(self) -> None:
         owner = "Statistic"
@@ -160,6 +172,8 @@ class Statistic:
         _text(self.mechanism, "mechanism", owner, empty=True)
         _budget(self.budget, "budget", owner, optional=True)
         _text(self.unit, "unit", owner, empty=True)
+        if self.limit not in LIMITS:
+            raise InvalidParameter.for_parameter("limit", owner, f"one of {LIMITS}", self.limit)
 
     @classmethod
     def from_release(
@@ -198,7 +212,16 @@ class HistogramSummary:
 
     ``counts[i]`` estimates the number of rows in ``[edges[i], edges[i + 1])``;
     ``ci_low``/``ci_high`` are per-bin intervals at level ``confidence`` (empty
-    tuples when not given). Edges are public (chosen without looking at the data).
+    tuples when not given). Edges are public (chosen without looking at the data), or
+    post-processing of releases (e.g. released percentiles).
+
+    Counts are the raw noisy releases and may be negative; renderers draw and print
+    them clamped at 0 (post-processing) and keep the raw values in the JSON.
+
+    ``open_ended``: the first bin is really ``(-inf, edges[1])`` and the last
+    ``[edges[-2], inf)`` (under- and overflow bins: values outside the range are
+    counted there, never clamped into the edge bins of the range). ``integer``: the
+    values are integers, so a bin ``[a, b)`` holds ``a, ..., b - 1`` (shown as such).
     """
 
     edges: tuple[float, ...]
@@ -209,6 +232,8 @@ class HistogramSummary:
     mechanism: str = ""
     budget: Guarantee | None = None
     unit: str = ""
+    open_ended: bool = False
+    integer: bool = False
 
     def __post_init__(self) -> None:
         owner = "HistogramSummary"
@@ -238,6 +263,11 @@ class HistogramSummary:
         _text(self.mechanism, "mechanism", owner, empty=True)
         _budget(self.budget, "budget", owner, optional=True)
         _text(self.unit, "unit", owner, empty=True)
+        for flag in ("open_ended", "integer"):
+            if not isinstance(getattr(self, flag), bool):
+                raise InvalidParameter.for_parameter(flag, owner, "a bool", getattr(self, flag))
+        if self.open_ended and len(counts) < 3:
+            raise InvalidParameter(f"{owner}: an open-ended histogram needs at least 3 bins.")
 
     @classmethod
     def from_release(
@@ -296,7 +326,8 @@ class ColumnSummary:
     ``statistics`` (count, mean, quantiles, max, ...), an optional ``histogram``
     (numeric and date columns) and ``top_categories`` (categorical columns, largest
     first as given). ``notes`` are short public remarks shown with the column
-    (clamping bounds used, how categories were selected, ...).
+    (clamping bounds used, how categories were selected, ...). ``sql_type`` is the
+    column's type in the (public) schema, or ``""`` when not known.
     """
 
     name: str
@@ -305,6 +336,7 @@ class ColumnSummary:
     histogram: HistogramSummary | None = None
     top_categories: tuple[CategoryCount, ...] = ()
     notes: tuple[str, ...] = ()
+    sql_type: str = ""
 
     def __post_init__(self) -> None:
         owner = "ColumnSummary"
@@ -324,6 +356,7 @@ class ColumnSummary:
             _tuple_of(self.top_categories, CategoryCount, "top_categories", owner),
         )
         object.__setattr__(self, "notes", _tuple_of(self.notes, str, "notes", owner))
+        _text(self.sql_type, "sql_type", owner, empty=True)
 
 
 @dataclass(frozen=True)
@@ -365,7 +398,8 @@ class DatasetSummary:
     privacy_unit:
         The column that identifies a person, or ``None`` when each row is one person.
     budget:
-        The total guarantee of everything in the summary (by composition).
+        What the summary spent, in the Session's query currency (a ``PureDP`` or a
+        ``ZCDP``; with an ``(epsilon, delta)`` budget, the zCDP part only).
     budget_split:
         What each part spent.
     columns:
@@ -381,6 +415,16 @@ class DatasetSummary:
         Heading for reports.
     notes:
         Short public remarks shown under the header (e.g. contribution bounds).
+    requested:
+        The Session's budget as the analyst asked for it (e.g. ``ApproxDP(1, 1e-6)``),
+        or ``None`` when not known.
+    guarantee:
+        The guarantee the summary as a whole satisfies, everything included (e.g.
+        the zCDP part converted to ``(epsilon, delta)`` plus the delta spent on private
+        key selection), or ``None`` when not known (then ``budget`` is the whole cost).
+    max_rows:
+        With a privacy unit: the rows kept per person in each query, so row counts
+        are counts of rows *kept*; ``None`` otherwise.
     """
 
     source: str
@@ -393,6 +437,9 @@ class DatasetSummary:
     created: datetime
     title: str = "Differentially private summary"
     notes: tuple[str, ...] = field(default=())
+    requested: Guarantee | None = None
+    guarantee: Guarantee | None = None
+    max_rows: int | None = None
 
     def __post_init__(self) -> None:
         owner = "DatasetSummary"
@@ -418,6 +465,16 @@ class DatasetSummary:
             )
         _text(self.title, "title", owner)
         object.__setattr__(self, "notes", _tuple_of(self.notes, str, "notes", owner))
+        _budget(self.requested, "requested", owner, optional=True)
+        _budget(self.guarantee, "guarantee", owner, optional=True)
+        if self.max_rows is not None and (
+            isinstance(self.max_rows, bool)
+            or not isinstance(self.max_rows, int)
+            or self.max_rows < 1
+        ):
+            raise InvalidParameter.for_parameter(
+                "max_rows", owner, "an int >= 1 or None", self.max_rows
+            )
         names = [c.name for c in self.columns]
         if len(set(names)) != len(names):
             raise InvalidParameter(f"{owner}: column names must be unique; got {names}.")

@@ -135,11 +135,18 @@ def _forest(ax: Axes, unit: str, group: Sequence[Statistic]) -> None:
 
 
 def histogram_plot(histogram: HistogramSummary, *, title: str = "") -> str | None:
-    """The histogram's noisy bin counts as bars, with per-bin intervals as error bars."""
+    """The histogram's noisy bin counts as bars, with per-bin intervals as error bars.
+
+    Counts and intervals are drawn clamped at 0 (post-processing: a count is never
+    negative); under- and overflow bins of an open-ended histogram are hatched and
+    labelled ``<`` / ``>=``; integer columns get one tick per value when few.
+    """
     import matplotlib
 
+    from dpkit.report._format import bin_labels
+
     edges = np.asarray(histogram.edges, dtype=np.float64)
-    counts = np.asarray(histogram.counts, dtype=np.float64)
+    counts = np.maximum(np.asarray(histogram.counts, dtype=np.float64), 0.0)
     with matplotlib.rc_context(_RC):
         fig = _new_figure(2.6)
         ax = fig.subplots()
@@ -148,12 +155,28 @@ def histogram_plot(histogram: HistogramSummary, *, title: str = "") -> str | Non
             ax.xaxis_date()
         widths = np.diff(edges)
         centres = edges[:-1] + widths / 2
-        ax.bar(edges[:-1], counts, width=widths, align="edge", color=_BAR_COLOR, edgecolor="white")
+        colors = [_BAR_COLOR] * len(counts)
+        hatches = [""] * len(counts)
+        if histogram.open_ended:
+            colors[0] = colors[-1] = "#a0b4cc"
+            hatches[0] = hatches[-1] = "//"
+        bars = ax.bar(edges[:-1], counts, width=widths, align="edge", color=colors)
+        for bar, hatch in zip(bars, hatches, strict=True):
+            bar.set_hatch(hatch)
+            bar.set_edgecolor("white")
         if histogram.ci_low:
-            err = _errors(list(counts), list(histogram.ci_low), list(histogram.ci_high))
+            low = np.maximum(np.asarray(histogram.ci_low, dtype=np.float64), 0.0)
+            high = np.maximum(np.asarray(histogram.ci_high, dtype=np.float64), 0.0)
+            err = _errors(list(counts), list(low), list(high))
             ax.errorbar(centres, counts, yerr=err, fmt="none", ecolor="#333333", capsize=2)
+        labels = bin_labels(histogram)
+        if histogram.integer and histogram.unit != EPOCH_SECONDS and len(counts) <= 36:
+            ax.set_xticks(centres, [_label(t) for t in labels], rotation=90)
+        elif histogram.open_ended:
+            ax.text(centres[0], 0, "<", ha="center", va="bottom", color="#333333")
+            ax.text(centres[-1], 0, "\u2265", ha="center", va="bottom", color="#333333")
         ax.axhline(0.0, color="#999999", linewidth=0.8)
-        ax.set_ylabel("rows (noisy)")
+        ax.set_ylabel("rows (noisy, \u2265 0)")
         if histogram.unit and histogram.unit != EPOCH_SECONDS:
             ax.set_xlabel(_label(histogram.unit))
         if title:

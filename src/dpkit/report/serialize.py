@@ -9,6 +9,13 @@ Floats are written with Python's shortest round-trip representation, so
 rejects them). Readers must ignore keys they do not know: a later version of the
 schema may add keys, and will change the version only when it changes or removes one.
 
+Keys added within ``dpkit.report/1`` (absent in older documents, read with their
+defaults): top level ``requested`` and ``guarantee`` (the budget as asked and the
+guarantee the whole summary satisfies, both guarantees or null) and ``max_rows``;
+statistics ``limit`` (``""``, ``"lower"``, ``"upper"``); histograms ``open_ended``
+and ``integer``; columns ``sql_type``. ``budget`` keeps its meaning: what the summary
+spent in the Session's query currency (zCDP rho for ``(epsilon, delta)`` budgets).
+
 Example
 -------
 >>> from datetime import datetime, timezone
@@ -93,6 +100,7 @@ def _statistic(s: Statistic) -> dict[str, Any]:
         "mechanism": s.mechanism,
         "budget": _optional_guarantee(s.budget),
         "unit": s.unit,
+        "limit": s.limit,
     }
 
 
@@ -106,6 +114,8 @@ def _histogram(h: HistogramSummary) -> dict[str, Any]:
         "mechanism": h.mechanism,
         "budget": _optional_guarantee(h.budget),
         "unit": h.unit,
+        "open_ended": h.open_ended,
+        "integer": h.integer,
     }
 
 
@@ -128,6 +138,7 @@ def _column(c: ColumnSummary) -> dict[str, Any]:
         "histogram": None if c.histogram is None else _histogram(c.histogram),
         "top_categories": [_category(t) for t in c.top_categories],
         "notes": list(c.notes),
+        "sql_type": c.sql_type,
     }
 
 
@@ -139,6 +150,9 @@ def summary_to_dict(summary: DatasetSummary) -> dict[str, Any]:
         "source": summary.source,
         "privacy_unit": summary.privacy_unit,
         "budget": guarantee_to_dict(summary.budget),
+        "requested": _optional_guarantee(summary.requested),
+        "guarantee": _optional_guarantee(summary.guarantee),
+        "max_rows": summary.max_rows,
         "budget_split": [
             {
                 "label": b.label,
@@ -176,6 +190,7 @@ def _read_statistic(d: Mapping[str, Any]) -> Statistic:
         mechanism=d.get("mechanism", ""),
         budget=_read_optional_guarantee(d.get("budget")),
         unit=d.get("unit", ""),
+        limit=d.get("limit", ""),
     )
 
 
@@ -193,6 +208,8 @@ def _read_histogram(d: Mapping[str, Any]) -> HistogramSummary:
         mechanism=d.get("mechanism", ""),
         budget=_read_optional_guarantee(d.get("budget")),
         unit=d.get("unit", ""),
+        open_ended=d.get("open_ended", False),
+        integer=d.get("integer", False),
     )
 
 
@@ -215,6 +232,7 @@ def _read_column(d: Mapping[str, Any]) -> ColumnSummary:
             for t in d.get("top_categories", ())
         ),
         notes=tuple(d.get("notes", ())),
+        sql_type=d.get("sql_type", ""),
     )
 
 
@@ -255,6 +273,9 @@ def summary_from_dict(data: Mapping[str, Any]) -> DatasetSummary:
             created=datetime.fromisoformat(data["created"]),
             title=data.get("title", DatasetSummary.title),
             notes=tuple(data.get("notes", ())),
+            requested=_read_optional_guarantee(data.get("requested")),
+            guarantee=_read_optional_guarantee(data.get("guarantee")),
+            max_rows=data.get("max_rows"),
         )
 
     return _guarded(read)

@@ -9,6 +9,8 @@ from rich.table import Table
 from rich.text import Text
 
 from dpkit.report._format import (
+    bin_labels,
+    budget_facts,
     common_confidence,
     describe_guarantee,
     format_interval,
@@ -17,6 +19,10 @@ from dpkit.report._format import (
     interval_cell,
     interval_header,
     privacy_unit_text,
+    rows_label,
+    shown_count,
+    statistic_estimate,
+    statistic_label,
 )
 from dpkit.report.model import ColumnSummary, DatasetSummary, HistogramSummary
 
@@ -37,11 +43,11 @@ def _header(summary: DatasetSummary) -> Panel:
     lines = Text()
     lines.append("Dataset: ", style="bold").append(summary.source + "\n")
     lines.append("Privacy unit: ", style="bold").append(privacy_unit_text(summary) + "\n")
-    lines.append("Total budget: ", style="bold")
-    lines.append(describe_guarantee(summary.budget, implied=True) + "\n")
+    for label, text in budget_facts(summary):
+        lines.append(f"{label}: ", style="bold").append(text + "\n")
     if summary.rows_estimate is not None:
         rows = summary.rows_estimate
-        lines.append("Rows (private estimate): ", style="bold")
+        lines.append(f"{rows_label(summary)}: ", style="bold")
         lines.append(format_value(rows.estimate, rows.unit))
         if rows.ci_low is not None and rows.confidence is not None:
             ci = format_interval(rows.ci_low, rows.ci_high, rows.unit)
@@ -82,10 +88,9 @@ def _statistics_table(column: ColumnSummary) -> Table:
     table.add_column("mechanism")
     table.add_column("budget")
     for stat in column.statistics:
-        unit = "" if stat.unit in ("", "epoch_seconds") else f" {stat.unit}"
         table.add_row(
-            escape(stat.name),
-            escape(format_value(stat.estimate, stat.unit) + unit),
+            escape(statistic_label(stat)),
+            escape(statistic_estimate(stat)),
             escape(interval_cell(stat.ci_low, stat.ci_high, stat.confidence, shared, stat.unit)),
             "" if stat.std_error is None else escape(format_spread(stat.std_error, stat.unit)),
             escape(stat.mechanism),
@@ -106,21 +111,27 @@ def _histogram_table(name: str, histogram: HistogramSummary) -> Table:
     table.add_column("count", justify="right")
     table.add_column(interval_header(histogram.confidence), justify="right")
     table.add_column("")
-    largest = max(histogram.counts)
-    shown = min(len(histogram.counts), _MAX_HISTOGRAM_ROWS)
-    for i in range(shown):
-        low, high = histogram.edges[i], histogram.edges[i + 1]
+    counts = [shown_count(c) for c in histogram.counts]
+    largest = max(counts)
+    labels = bin_labels(histogram)
+    limit = _MAX_HISTOGRAM_ROWS + (2 if histogram.open_ended else 0)
+    shown = min(len(counts), limit)
+    rows = list(range(shown))
+    cut = shown < len(counts)
+    if cut and histogram.open_ended:
+        rows[-1] = len(counts) - 1  # always show the overflow bin
+    for i in rows:
+        if cut and histogram.open_ended and i == len(counts) - 1:
+            table.add_row(f"... {len(counts) - shown} more bins", "", "", "")
         interval = ""
         if histogram.ci_low:
-            interval = format_interval(histogram.ci_low[i], histogram.ci_high[i])
+            low = shown_count(histogram.ci_low[i])
+            interval = format_interval(low, shown_count(histogram.ci_high[i]))
         table.add_row(
-            escape(f"[{format_value(low, histogram.unit)}, {format_value(high, histogram.unit)})"),
-            format_value(histogram.counts[i]),
-            escape(interval),
-            _bar(histogram.counts[i], largest),
+            escape(labels[i]), format_value(counts[i]), escape(interval), _bar(counts[i], largest)
         )
-    if shown < len(histogram.counts):
-        table.add_row(f"... {len(histogram.counts) - shown} more bins", "", "", "")
+    if cut and not histogram.open_ended:
+        table.add_row(f"... {len(counts) - shown} more bins", "", "", "")
     return table
 
 
