@@ -2,16 +2,32 @@
 
 from __future__ import annotations
 
+import json
 import math
+from datetime import date, timedelta
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from rich.console import Console
+from scipy.stats import binom
 
 import dpkit as dp
-from dpkit.analytics.describe import column_kind, describe, plan_describe
-from dpkit.report import DatasetSummary, from_json, to_json
+from dpkit.analytics.describe import (
+    column_kind,
+    consistent_order_statistics,
+    describe,
+    plan_describe,
+)
+from dpkit.report import (
+    ColumnSummary,
+    DatasetSummary,
+    Statistic,
+    from_json,
+    render_terminal,
+    to_json,
+)
 
 
 def _table(n_users: int = 2000, seed: int = 1) -> pd.DataFrame:
@@ -49,7 +65,7 @@ def data_path(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
         ("DOUBLE", "numeric"),
         ("DECIMAL(10,2)", "numeric"),
         ("VARCHAR", "categorical"),
-        ("BOOLEAN", "categorical"),
+        ("BOOLEAN", "categorical"),  # summarised as a share of true (public keys)
         ("DATE", "date"),
         ("TIMESTAMP", "date"),
         ("TIMESTAMP WITH TIME ZONE", "date"),
@@ -69,7 +85,8 @@ def test_summary_of_every_column_spends_the_whole_budget(data_path: Path) -> Non
     before = session.remaining
     summary = describe(session)
     assert isinstance(summary, DatasetSummary)
-    assert summary.budget == before
+    # What the summary spent: the whole remaining budget, up to rounding.
+    assert summary.budget.rho == pytest.approx(before.rho, rel=1e-9)
     assert [c.name for c in summary.columns] == ["city", "minutes", "visits", "day"]
     assert [c.kind for c in summary.columns] == ["categorical", "numeric", "numeric", "date"]
     # Everything was spent, and not more (the Session's filter would have refused).
@@ -95,7 +112,7 @@ def test_numbers_are_close_to_the_truth_at_a_large_budget(tmp_path: Path) -> Non
     assert stats["max"].estimate <= truth.max() + 1e-9  # never above the true max
     # The mean is clamped to the released range, so it may be biased low by clamping.
     assert stats["mean"].estimate == pytest.approx(truth.mean(), rel=0.1)
-    assert minutes.histogram is not None and len(minutes.histogram.counts) == 20
+    assert minutes.histogram is not None and len(minutes.histogram.counts) == 20 + 2
     rows = summary.rows_estimate
     assert rows is not None and rows.ci_low is not None and rows.ci_high is not None
     assert rows.ci_low - 50 <= len(frame) <= rows.ci_high + 50
@@ -143,3 +160,168 @@ def test_a_second_summary_on_a_spent_ledger_is_refused(tmp_path: Path) -> None:
     assert spent_everything <= 1e-9
     with pytest.raises(dp.BudgetExceeded, match="left"):
         describe(reopened)
+
+
+# --------------------------------------------------------------------------- issue 14
+
+
+def _kinds_table(n: int = 3000, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    day = pd.Timestamp("2012-01-01") + pd.to_timedelta(rng.integers(0, 1400, n), "D")
+    return pd.DataFrame(
+        {
+            "rating": rng.integers(1, 6, n),  # a 1-5 code
+            "union": (rng.random(n) < 0.244).astype("int64"),  # 0/1
+            "flag": rng.random(n) < 0.3,  # BOOLEAN
+            "years": rng.integers(0, 400, n),  # an integer with many values
+            "x": rng.lognormal(2.0, 1.0, n),
+            "day": day.date,  # DATE, 2012-01-01 .. 2015-10-31
+            "city": rng.choice(["a", "b", "c"], n),
+        }
+    )
+
+
+def _by_name(column: ColumnSummary) -> dict[str, Statistic]:
+    return {s.name: s for s in column.statistics}
+
+
+def test_header_states_the_budget_asked_and_the_guarantee_including_selection_delta() -> None:
+    session = dp.Session.from_pandas(_kinds_table(), budget=dp.ApproxDP(1.0, 1e-6), rng=2)
+    conversion_delta = session.remaining_approx.delta  # type: ignore[union-attr]
+    summary = describe(session)
+    assert summary.requested == dp.ApproxDP(1.0, 1e-6)
+    guarantee = summary.guarantee
+    assert isinstance(guarantee, dp.ApproxDP)
+    # The zCDP part at the conversion delta, plus the delta key selection (city) spent.
+    rho = summary.budget.rho  # type: ignore[union-attr]
+    assert guarantee.epsilon == dp.ZCDP(rho).to_approx(conversion_delta).epsilon
+    assert conversion_delta < guarantee.delta <= 1e-6
+    assert guarantee.epsilon <= 1.0
+    assert any("key selection" in note for note in summary.notes)
+    console = Console(width=200, record=True)
+    render_terminal(summary, console)
+    text = console.export_text()
+    assert "Budget asked: (ε, δ) = (1, 1e-06)" in text
+    assert f"Guarantee of this summary: (ε, δ) = ({guarantee.epsilon:.4g}" in text
+    data = json.loads(to_json(summary))
+    assert data["requested"] == {"type": "ApproxDP", "epsilon": 1.0, "delta": 1e-6}
+    assert data["guarantee"]["delta"] == guarantee.delta
+
+
+@pytest.mark.parametrize(
+    ("percentiles", "maximum", "expected", "top"),
+    [
+        ([1.0, 3.0, 2.0, 4.0, 6.66], 5.0, [1.0, 3.0, 3.0, 4.0, 5.0], 5.0),
+        ([-5.0, 0.0, 1.0, 2.0, 3.0], 9.0, [0.0, 0.0, 1.0, 2.0, 3.0], 8.0),
+        ([1.0, 2.0, 3.0, 4.0, 5.0], 0.5, [1.0, 1.0, 1.0, 1.0, 1.0], 1.0),
+    ],
+    ids=["p95-above-max", "outside-range", "max-below-range"],
+)
+def test_order_statistics_are_made_consistent(
+    percentiles: list[float], maximum: float, expected: list[float], top: float
+) -> None:
+    levels, capped = consistent_order_statistics(
+        percentiles, maximum, 0.0 if top != 1.0 else 1.0, 8.0
+    )
+    assert levels == expected
+    assert capped == top
+
+
+def test_integer_and_binary_columns_are_summarised_by_their_values() -> None:
+    frame = _kinds_table()
+    session = dp.Session.from_pandas(frame, budget=dp.ZCDP(0.5), rng=4)
+    summary = describe(session)
+    columns = {c.name: c for c in summary.columns}
+    # A 1-5 code and a 0/1 column: counts per value, no percentiles, no max.
+    for name in ("rating", "union"):
+        column = columns[name]
+        assert not {"p5", "p50", "p95", "max"} & set(_by_name(column))
+        histogram = column.histogram
+        assert histogram is not None and histogram.integer and histogram.open_ended
+        assert all(float(e).is_integer() for e in histogram.edges)
+    assert "share of 1 (mean)" in _by_name(columns["union"])
+    assert columns["flag"].kind == "categorical"
+    assert "share true" in _by_name(columns["flag"])
+    # An integer column with many values: integer percentiles, none above the max.
+    years = _by_name(columns["years"])
+    levels = [years[f"p{p}"].estimate for p in (5, 25, 50, 75, 95)]
+    assert all(v.is_integer() for v in [*levels, years["max"].estimate])
+    assert levels == sorted(levels) and levels[-1] <= years["max"].estimate
+    assert years["max"].limit == "lower"
+    histogram = columns["years"].histogram
+    assert histogram is not None and all(float(e).is_integer() for e in histogram.edges)
+
+
+def test_value_counts_and_share_intervals_cover_the_truth() -> None:
+    # 20 seeds x (5 rating values + 2 union values + 1 share true) = 160 intervals at
+    # 95% (noise only, independent: disjoint bins, fresh noise per seed; no privacy
+    # unit, so nothing is dropped). Misses ~ Binomial(160, 0.05); the threshold has a
+    # false-failure rate below 1e-6.
+    frame = _kinds_table(n=2000, seed=5)
+    truth = {
+        "rating": frame["rating"].value_counts(),
+        "union": frame["union"].value_counts(),
+    }
+    trials = 0
+    misses = 0
+    for seed in range(20):
+        session = dp.Session.from_pandas(frame, budget=dp.ZCDP(0.2), rng=100 + seed)
+        summary = describe(session, columns=["rating", "union", "flag"])
+        for column in summary.columns:
+            if column.name == "flag":
+                share = _by_name(column)["share true"]
+                assert share.ci_low is not None and share.ci_high is not None
+                trials += 1
+                misses += not share.ci_low <= frame["flag"].mean() <= share.ci_high
+                continue
+            histogram = column.histogram
+            assert histogram is not None
+            for i, low in enumerate(histogram.edges[1:-2], start=1):
+                if low in truth[column.name].index:
+                    trials += 1
+                    inside = histogram.ci_low[i] <= truth[column.name][low] <= histogram.ci_high[i]
+                    misses += not inside
+    threshold = int(binom.isf(1e-6, trials, 0.05)) + 1
+    assert trials == 160
+    assert misses < threshold, (misses, threshold)
+
+
+def test_dates_use_a_calendar_grid_and_stay_in_the_data_range() -> None:
+    frame = _kinds_table()
+    session = dp.Session.from_pandas(frame, budget=dp.ZCDP(0.5), rng=6)
+    summary = describe(session, columns=["day"])
+    (column,) = summary.columns
+    stats = _by_name(column)
+    # Released range: the years holding the data, 2012-01-01 .. 2016-01-01.
+    low, high = _epoch(date(2012, 1, 1)), _epoch(date(2016, 1, 1))
+    for name in ("p5", "p25", "p50", "p75", "p95", "max", "mean"):
+        value = stats[name].estimate
+        assert low <= value <= high, name
+        assert value % 86_400 == 0, name  # whole days: printed without a time of day
+    histogram = column.histogram
+    assert histogram is not None and histogram.open_ended
+    # Calendar bins: every edge is the first day of a month.
+    assert all(_day(e).day == 1 for e in histogram.edges)
+    console = Console(width=200, record=True)
+    render_terminal(summary, console)
+    assert "UTC" not in console.export_text().split("day: histogram")[0].split("Created")[1]
+
+
+def test_rows_kept_are_labelled_with_the_bound() -> None:
+    frame = _table(n_users=300)
+    session = dp.Session.from_pandas(frame, privacy_unit="user", budget=dp.ZCDP(1.0), rng=2)
+    summary = describe(session, columns=["minutes"], max_rows=3)
+    assert summary.max_rows == 3
+    assert summary.rows_estimate is not None
+    assert summary.rows_estimate.name == "rows kept (≤ 3 per person)"
+    console = Console(width=200, record=True)
+    render_terminal(summary, console)
+    assert "Rows kept (≤ 3 per person; private estimate)" in console.export_text()
+
+
+def _epoch(day: date) -> float:
+    return float((day - date(1970, 1, 1)).days * 86_400)
+
+
+def _day(seconds: float) -> date:
+    return date(1970, 1, 1) + timedelta(days=seconds / 86_400)
