@@ -395,3 +395,21 @@ def test_dry_run_json(csv_file: Path) -> None:
     assert plan["queries"] == 1 + 1 + 4
     rows = plan["plan"][0]["expected_accuracy"]
     assert rows[0].startswith("rows ±") and rows[1].startswith("persons ±")
+
+
+def test_demo_follows_the_same_conventions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # the demo's default report path
+    result = runner.invoke(app, ["demo", "--people", "500", "--seed", "1", "--json", "-"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["privacy_unit"] == "user_id"
+    assert (tmp_path / "dpkit-demo-report.html").is_file()
+    result = runner.invoke(app, ["demo", "--epsilon", "-1", "--json", "-"])
+    assert result.exit_code == 2
+    assert json.loads(result.stdout)["error"] == "InvalidParameter"
+
+    def no_browser(*args: Any) -> Any:
+        raise webbrowser.Error("none")
+
+    monkeypatch.setattr(webbrowser, "get", no_browser)
+    result = runner.invoke(app, ["demo", "--people", "500", "--open"])
+    assert result.exit_code == 2 and "no web browser" in result.stderr
