@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import subprocess
 import sys
+import time
 import webbrowser
 from pathlib import Path
 from typing import Any
@@ -333,8 +335,10 @@ def test_a_progress_bar_is_drawn_on_a_terminal(csv_file: Path, tmp_path: Path) -
         stdout=subprocess.PIPE, stderr=follower, env=env,
     )  # fmt: skip
     os.close(follower)
-    drawn = b""
-    while True:
+    drawn, deadline = b"", time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if not select.select([leader], [], [], 1.0)[0]:
+            continue
         try:
             chunk = os.read(leader, 65536)
         except OSError:  # the child closed its end
