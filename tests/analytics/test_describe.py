@@ -28,6 +28,7 @@ from dpkit.report import (
     render_terminal,
     to_json,
 )
+from dpkit.report._format import bin_labels
 
 
 def _table(n_users: int = 2000, seed: int = 1) -> pd.DataFrame:
@@ -325,3 +326,51 @@ def _epoch(day: date) -> float:
 
 def _day(seconds: float) -> date:
     return date(1970, 1, 1) + timedelta(days=seconds / 86_400)
+
+
+def test_clamping_statement_bounds_the_values_outside_the_range() -> None:
+    # The statement next to the mean: "may move up to X% of the values", from the upper
+    # 95% limit of a noisy count of values outside the range over the lower 95% limit
+    # of the count, so it fails with probability <= 5% per run (one-sided 2.5% each).
+    # 20 seeds: failures ~ Binomial(20, <= 0.05); the threshold has a false-failure
+    # rate below 1e-6. Lognormal values: ~4% of them fall outside a range of
+    # power-of-two bins, so the statement is not vacuous.
+    rng = np.random.default_rng(11)
+    frame = pd.DataFrame({"x": rng.lognormal(2.0, 1.0, 4000)})
+    failures = 0
+    stated = []
+    for seed in range(20):
+        session = dp.Session.from_pandas(frame, budget=dp.ZCDP(0.05), rng=200 + seed)
+        (column,) = describe(session).columns
+        note = next(n for n in column.notes if n.startswith("Range found privately"))
+        low, high = (float(v) for v in note.split("[")[1].split("]")[0].split(", "))
+        truth = float(((frame["x"] < low) | (frame["x"] > high)).mean())
+        caveat = _by_name(column)["mean"].caveat
+        share = float(caveat.split("up to ")[1].split("%")[0]) / 100
+        stated.append(share)
+        failures += truth > share + 5e-4  # the share is printed to 0.1%
+    assert failures < int(binom.isf(1e-6, 20, 0.05)) + 1
+    assert max(stated) < 0.5  # informative at this budget
+
+
+def test_a_thin_binary_column_with_a_privacy_unit_keeps_its_ones() -> None:
+    # Issue 14: a 0/1 column (24% ones), 8 rows per person, was clamped to [0, 2^-20]
+    # and reported mean 0. The integer range now always holds 0 and 1, and the mean's
+    # 95% interval covers the truth: over 20 seeds, misses ~ Binomial(20, 0.05), the
+    # threshold's false-failure rate is below 1e-6.
+    rng = np.random.default_rng(3)
+    persons = np.repeat(np.arange(545), 8)
+    ones = (rng.random(persons.size) < 0.244).astype(int)
+    frame = pd.DataFrame({"id": persons, "union": ones})
+    misses = 0
+    for seed in range(20):
+        session = dp.Session.from_pandas(
+            frame, privacy_unit="id", budget=dp.ApproxDP(1.0, 1e-6), rng=300 + seed
+        )
+        (column,) = describe(session, max_rows=8).columns
+        assert column.histogram is not None
+        assert {"0", "1"} <= set(bin_labels(column.histogram))
+        mean = _by_name(column)["share of 1 (mean)"]
+        assert mean.ci_low is not None and mean.ci_high is not None
+        misses += not mean.ci_low <= ones.mean() <= mean.ci_high
+    assert misses < int(binom.isf(1e-6, 20, 0.05)) + 1

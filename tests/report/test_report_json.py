@@ -56,7 +56,7 @@ def test_schema_keys_are_stable(sample_summary: DatasetSummary) -> None:
     assert set(column["statistics"][0]) == {
         "name", "estimate", "std_error", "ci_low", "ci_high", "confidence",
         "mechanism", "budget", "unit",
-    } | {"limit"}  # fmt: skip
+    } | {"limit", "caveat"}  # fmt: skip
     assert set(column["histogram"]) == {
         "edges", "counts", "ci_low", "ci_high", "confidence", "mechanism", "budget", "unit",
     } | {"open_ended", "integer"}  # fmt: skip
@@ -80,7 +80,7 @@ def test_documents_without_the_added_keys_still_read(sample_summary: DatasetSumm
     for column in doc["columns"]:
         del column["sql_type"]
         for stat in column["statistics"]:
-            del stat["limit"]
+            del stat["limit"], stat["caveat"]
         if column["histogram"] is not None:
             del column["histogram"]["open_ended"], column["histogram"]["integer"]
     old = from_json(json.dumps(doc))

@@ -42,6 +42,7 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
+from scipy.stats import norm
 
 from dpkit.accounting._math.rounding import fraction_up
 from dpkit.accounting.guarantees import ZCDP, ApproxDP, Guarantee, PureDP
@@ -91,9 +92,17 @@ FEW_MEAN_SHARE, FEW_COUNTS_SHARE = 0.25, 0.6
 #: Public range of dates and times when the user gives none (the range query counts
 #: persons per year over it, with one more bin either side for anything outside).
 DEFAULT_DATE_RANGE: tuple[date, date] = (date(1900, 1, 1), date(2100, 1, 1))
-#: A power-of-two bin is "occupied" when its noisy count exceeds this many standard errors
-#: (about a 1e-4 false-positive rate per bin for Gaussian noise, smaller for Laplace).
-RANGE_Z = 4.0
+#: A bin of the range query is "occupied" when its noisy count of persons exceeds
+#: z standard errors, z chosen so that an empty bin passes with probability about
+#: RANGE_FALSE_POSITIVE: one spurious bin far out would stretch the range (and every
+#: grid on it) by orders of magnitude, so among ~170 bins this must be rare (about 1
+#: column in 20,000). Gaussian noise: z = 5.0; Laplace noise (pure DP, heavier tails):
+#: z = ln(1 / (2 p)) / sqrt(2) = 10.1.
+RANGE_FALSE_POSITIVE = 3e-7
+#: Weight (relative to the count's and the mean's 1) of the count of values outside the
+#: range, in the count-and-mean query.
+OUTSIDE_WEIGHT = 0.5
+
 
 _DATE_TYPES = ("DATE", "TIMESTAMP")
 _INTEGER_TYPES = (
@@ -516,9 +525,28 @@ class _Runner:
         share = self._shares.share
         notes: list[str] = list(scale.notes())
 
-        # 1. Range: noisy counts of persons over public bins (powers of two, or the
-        #    years of the public date range), each person in at most a few bins.
+        # 1. Range: noisy counts of persons over public bins (powers of two; years of
+        #    the public date range), each person in at most a few bins.
         budget = self._shares.take(share * RANGE_SHARE, f"{name}: range", "histogram")
+        found = self._range_by_counts(column, base, scale, budget)
+        if found is None:
+            notes.append("Too few values for a range at this budget: nothing more released.")
+            self._shares.skip(share * (1 - RANGE_SHARE), f"{name}: not spent")
+            return ColumnSummary(name, kind, notes=tuple(notes), sql_type=sql_type)
+        low, high, rule = found
+        low, high = scale.snap_range(low, high)
+        notes.append(
+            f"Range found privately: [{scale.show(low)}, {scale.show(high)}] ({rule}); "
+            "values outside are clamped for the percentiles and the mean."
+        )
+        if scale.support(low, high) <= LOW_CARDINALITY:
+            return self._few_values(name, column, base, scale, (low, high), notes, sql_type)
+        return self._spread(name, kind, column, base, scale, (low, high), notes, tell, sql_type)
+
+    def _range_by_counts(
+        self, column: str, base: Query, scale: _Scale, budget: Guarantee
+    ) -> tuple[float, float, str] | None:
+        """Noisy counts of persons per public bin; the occupied span is the range."""
         edges = scale.range_edges()
         result = self._evaluate(
             self._grouped(base.group_by_bins(column, edges).count_distinct(name="count")), budget
@@ -527,34 +555,41 @@ class _Runner:
         se = np.asarray(result.columns["count_se"], dtype=np.float64)
         order = np.argsort(np.asarray(result.columns[f"{column}_bin"]), kind="stable")
         counts, se = counts[order], se[order]
-        occupied = np.flatnonzero(counts > RANGE_Z * se)
+        z = _range_z(isinstance(self._session.budget, PureDP))
+        occupied = np.flatnonzero(counts > z * se)
         if occupied.size == 0:
-            notes.append("Too few values for a range at this budget: nothing more released.")
-            self._shares.skip(share * (1 - RANGE_SHARE), f"{name}: not spent")
-            return ColumnSummary(name, kind, notes=tuple(notes), sql_type=sql_type)
-        low, high = scale.snap_range(edges[occupied[0]], edges[occupied[-1] + 1])
-        notes.append(
-            f"Range found privately: [{scale.show(low)}, {scale.show(high)}] ({scale.range_rule}"
-            f" whose noisy count of persons exceeds {RANGE_Z:g} standard errors); values "
-            "outside are clamped for the percentiles and the mean."
-        )
-        if scale.support(low, high) <= LOW_CARDINALITY:
-            return self._few_values(name, column, base, scale, low, high, notes, sql_type)
-        return self._spread(name, kind, column, base, scale, low, high, notes, tell, sql_type)
+            return None
+        rule = f"{scale.range_rule} whose noisy count of persons exceeds {z:.3g} standard errors"
+        return edges[occupied[0]], edges[occupied[-1] + 1], rule
 
     def _count_mean(
         self, column: str, base: Query, bounds: tuple[float, float], budget: Guarantee, unit: str
     ) -> tuple[Statistic, Statistic]:
+        """The count of values, their mean clamped to ``bounds``, and next to the mean how
+        many values the clamping may move: a noisy count of the values outside
+        ``bounds`` (an indicator's sum, :data:`OUTSIDE_WEIGHT` of this query's budget),
+        whose upper confidence limit over the count's lower one is stated."""
+        x = _quote(column)
+        outside = f"{column}__outside"
+        low, high = (repr(float(b)) for b in bounds)
         query = (
-            base.filter(f"{_quote(column)} IS NOT NULL")
+            base.filter(f"{x} IS NOT NULL")
+            .with_column(outside, f"CASE WHEN {x} < {low} OR {x} > {high} THEN 1 ELSE 0 END")
             .count(name="count")
             .mean(column, bounds=bounds, name="mean")
+            .sum(outside, bounds=(0.0, 1.0), name="outside", weight=OUTSIDE_WEIGHT)
         )
         result = self._evaluate(query, budget)
         count = _statistic(
             result, "count", "count", self._confidence, budget, unit="values" + self._kept
         )
         mean = _statistic(result, "mean", "mean", self._confidence, budget, unit=unit)
+        out = _statistic(result, "outside", "outside", self._confidence, budget)
+        if out.ci_high is not None and count.ci_low is not None:
+            share = min(1.0, max(0.0, out.ci_high) / max(count.ci_low, 1.0))
+            mean = replace(
+                mean, caveat=f"clamping to the range may move up to {share:.1%} of the values"
+            )
         return count, mean
 
     def _few_values(
@@ -563,13 +598,13 @@ class _Runner:
         column: str,
         base: Query,
         scale: _Scale,
-        low: float,
-        high: float,
+        bounds: tuple[float, float],
         notes: list[str],
         sql_type: str,
     ) -> ColumnSummary:
         """An integer column with few values in its released range: counts per value."""
         share = self._shares.share
+        low, high = bounds
         first, last = scale.support_bounds(low, high)
         budget = self._shares.take(share * FEW_MEAN_SHARE, f"{name}: count, mean", "count, mean")
         bounds = (first, last) if last > first else (first, first + 1.0)
@@ -627,14 +662,14 @@ class _Runner:
         column: str,
         base: Query,
         scale: _Scale,
-        low: float,
-        high: float,
+        bounds: tuple[float, float],
         notes: list[str],
         tell: Callable[[str], None],
         sql_type: str,
     ) -> ColumnSummary:
         """Percentiles, max, count, mean and histogram of a column with many values."""
         share = self._shares.share
+        low, high = bounds
         unit = EPOCH_SECONDS if scale.date else ""
 
         # 2. Percentiles (inverse sensitivity) and maximum (shifted inverse sensitivity).
@@ -769,7 +804,7 @@ class _Scale:
     def range_rule(self) -> str:
         if self.date:
             start, stop = (self.show(v) for v in self.date_range)
-            return f"years of the public date range {start} to {stop}, plus one bin either side,"
+            return f"years of the public date range {start} to {stop} and one either side"
         return "power-of-two bins"
 
     def range_edges(self) -> list[float]:
@@ -783,13 +818,13 @@ class _Scale:
 
     def snap_range(self, low: float, high: float) -> tuple[float, float]:
         if self.integer:
-            return float(math.floor(low)), float(max(math.ceil(high), math.floor(low) + 1))
+            return float(math.floor(low)), float(max(math.ceil(high) - 1, math.floor(low) + 1))
         return low, high
 
     def support_bounds(self, low: float, high: float) -> tuple[float, float]:
-        """Smallest and largest integer in ``[low, high)`` (integer columns)."""
+        """Smallest and largest integer in ``[low, high]`` (integer columns)."""
         first = float(math.ceil(low))
-        return first, max(first, float(math.ceil(high) - 1))
+        return first, max(first, float(math.floor(high)))
 
     def support(self, low: float, high: float) -> float:
         """Number of possible values in the released range (inf unless integer)."""
@@ -877,6 +912,13 @@ def _calendar_edges(lo: float, hi: float) -> list[float]:
 
 def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
+
+
+def _range_z(laplace: bool) -> float:
+    """Standard errors an empty bin's noise exceeds with probability RANGE_FALSE_POSITIVE."""
+    if laplace:  # P(Lap(b) > t) = exp(-t / b) / 2, and se = sqrt(2) b
+        return math.log(1.0 / (2.0 * RANGE_FALSE_POSITIVE)) / math.sqrt(2.0)
+    return float(norm.isf(RANGE_FALSE_POSITIVE))
 
 
 def _magnitude_edges() -> list[float]:

@@ -74,6 +74,7 @@ nav a { display: inline-block; padding: 2px 10px; border: 1px solid var(--line);
 figure { margin: 8px 0 14px; }
 figure img { width: 100%; max-width: 820px; height: auto; }
 figcaption { font-size: 13px; color: var(--muted); }
+small.caveat { color: var(--warn-ink); white-space: normal; }
 ul.notes { color: var(--muted); font-size: 14px; margin: 4px 0 8px; }
 details summary { cursor: pointer; color: var(--accent); }
 footer { margin-top: 40px; font-size: 13px; color: var(--muted); }
@@ -190,10 +191,11 @@ def _statistics_table(column: ColumnSummary) -> str:
         interval = interval_cell(s.ci_low, s.ci_high, s.confidence, shared, s.unit)
         budget = "post-processing" if s.budget is None else describe_guarantee(s.budget)
         std = "" if s.std_error is None else format_spread(s.std_error, s.unit)
+        caveat = f'<br><small class="caveat">{_e(s.caveat)}</small>' if s.caveat else ""
         rows.append(
             f"<tr><td>{_e(statistic_label(s))}</td>"
             f'<td class="num">{_e(statistic_estimate(s))}</td>'
-            f'<td class="num">{_e(interval)}</td>'
+            f'<td class="num">{_e(interval)}{caveat}</td>'
             f'<td class="num">{_e(std)}</td>'
             f"<td>{_e(s.mechanism)}</td><td>{_e(budget)}</td></tr>"
         )

@@ -142,6 +142,9 @@ class Statistic:
         ``""`` for a two-sided estimate; ``"lower"`` when the estimate is (with high
         probability) a lower bound of the true value (the shifted-inverse maximum),
         ``"upper"`` for an upper bound. Renderers show ``>= x`` / ``<= x``.
+    caveat:
+        A short public remark shown next to the interval, about a bias the interval
+        does not cover (e.g. how much clamping to a range may move), or ``""``.
     """
 
     name: str
@@ -154,6 +157,7 @@ class Statistic:
     budget: Guarantee | None = None
     unit: str = ""
     limit: str = ""
+    caveat: str = ""
 
     def __post_init__(self) -> None:
         owner = "Statistic"
@@ -172,6 +176,7 @@ class Statistic:
         _text(self.mechanism, "mechanism", owner, empty=True)
         _budget(self.budget, "budget", owner, optional=True)
         _text(self.unit, "unit", owner, empty=True)
+        _text(self.caveat, "caveat", owner, empty=True)
         if self.limit not in LIMITS:
             raise InvalidParameter.for_parameter("limit", owner, f"one of {LIMITS}", self.limit)
 

@@ -12,7 +12,7 @@ schema may add keys, and will change the version only when it changes or removes
 Keys added within ``dpkit.report/1`` (absent in older documents, read with their
 defaults): top level ``requested`` and ``guarantee`` (the budget as asked and the
 guarantee the whole summary satisfies, both guarantees or null) and ``max_rows``;
-statistics ``limit`` (``""``, ``"lower"``, ``"upper"``); histograms ``open_ended``
+statistics ``limit`` (``""``, ``"lower"``, ``"upper"``) and ``caveat``; histograms ``open_ended``
 and ``integer``; columns ``sql_type``. ``budget`` keeps its meaning: what the summary
 spent in the Session's query currency (zCDP rho for ``(epsilon, delta)`` budgets).
 
@@ -101,6 +101,7 @@ def _statistic(s: Statistic) -> dict[str, Any]:
         "budget": _optional_guarantee(s.budget),
         "unit": s.unit,
         "limit": s.limit,
+        "caveat": s.caveat,
     }
 
 
@@ -191,6 +192,7 @@ def _read_statistic(d: Mapping[str, Any]) -> Statistic:
         budget=_read_optional_guarantee(d.get("budget")),
         unit=d.get("unit", ""),
         limit=d.get("limit", ""),
+        caveat=d.get("caveat", ""),
     )
 
 

@@ -91,7 +91,10 @@ def _statistics_table(column: ColumnSummary) -> Table:
         table.add_row(
             escape(statistic_label(stat)),
             escape(statistic_estimate(stat)),
-            escape(interval_cell(stat.ci_low, stat.ci_high, stat.confidence, shared, stat.unit)),
+            escape(
+                interval_cell(stat.ci_low, stat.ci_high, stat.confidence, shared, stat.unit)
+                + (f"\n{stat.caveat}" if stat.caveat else "")
+            ),
             "" if stat.std_error is None else escape(format_spread(stat.std_error, stat.unit)),
             escape(stat.mechanism),
             "post-processing" if stat.budget is None else escape(describe_guarantee(stat.budget)),
