@@ -374,3 +374,26 @@ def test_a_thin_binary_column_with_a_privacy_unit_keeps_its_ones() -> None:
         assert mean.ci_low is not None and mean.ci_high is not None
         misses += not mean.ci_low <= ones.mean() <= mean.ci_high
     assert misses < int(binom.isf(1e-6, 20, 0.05)) + 1
+
+
+def test_rows_dropped_by_bounding_are_estimated_with_a_covering_interval() -> None:
+    # The note's interval has level 1 - 2 * 0.05 = 90% (two 95% intervals hold), and
+    # with at most 29 rows per person the wide count (<= 100 per person) drops nothing,
+    # so it covers the true number of dropped rows. 20 seeds: misses ~ Binomial(20,
+    # 0.1); the threshold's false-failure rate is below 1e-6.
+    rng = np.random.default_rng(3)
+    persons = np.repeat(np.arange(1500), rng.integers(1, 30, 1500))
+    frame = pd.DataFrame({"id": persons, "x": rng.random(persons.size)})
+    dropped = len(frame) - int(pd.Series(persons).value_counts().clip(upper=10).sum())
+    misses = 0
+    for seed in range(20):
+        session = dp.Session.from_pandas(
+            frame, privacy_unit="id", budget=dp.ApproxDP(1.0, 1e-6), rng=400 + seed
+        )
+        summary = describe(session, columns=["x"])
+        note = next(n for n in summary.notes if n.startswith("Rows dropped"))
+        low, high = (
+            float(v.replace(",", "")) for v in note.split("90% CI ")[1].split(";")[0].split(" to ")
+        )
+        misses += not low <= dropped <= high
+    assert misses < int(binom.isf(1e-6, 20, 0.1)) + 1

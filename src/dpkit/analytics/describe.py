@@ -89,6 +89,9 @@ RANGE_SHARE, ORDER_SHARE, MEAN_SHARE, HISTOGRAM_SHARE = 0.15, 0.5, 0.15, 0.2
 LOW_CARDINALITY = 32
 #: ... and their share after the range goes to the count and mean, and the counts.
 FEW_MEAN_SHARE, FEW_COUNTS_SHARE = 0.25, 0.6
+#: With a privacy unit: the share of the rows' budget that counts rows at DROPPED_FACTOR
+#: times ``max_rows`` per person, to estimate how many rows the bound dropped.
+DROPPED_SHARE, DROPPED_FACTOR = 0.25, 10
 #: Public range of dates and times when the user gives none (the range query counts
 #: persons per year over it, with one more bin either side for anything outside).
 DEFAULT_DATE_RANGE: tuple[date, date] = (date(1900, 1, 1), date(2100, 1, 1))
@@ -297,7 +300,7 @@ def describe(
     first_record = len(session.history)
 
     tell("rows")
-    rows_estimate, persons = runner.rows()
+    rows_estimate, persons, dropped = runner.rows()
     summaries: list[ColumnSummary] = []
     for name, kind in plan.columns:
         tell(name)
@@ -313,6 +316,8 @@ def describe(
             f"{plan.max_rows} rows per person (a rule depending only on that person's "
             "rows), so row counts are of the rows kept.",
         )
+    if dropped is not None:
+        notes.insert(1, dropped)
     if persons is not None:
         notes.insert(0, f"Persons (private estimate): {_interval_text(persons)}.")
     spent, guarantee, selection = _run_guarantee(session, first_record)
@@ -434,20 +439,46 @@ class _Runner:
         m = self._plan.max_rows
         return "" if m is None else f" kept (\u2264 {m} per person)"
 
-    def rows(self) -> tuple[Statistic, Statistic | None]:
-        """The number of rows (at most ``max_rows`` per person) and of persons."""
-        budget = self._shares.take(self._shares.share, "rows, persons", "count")
+    def rows(self) -> tuple[Statistic, Statistic | None, str | None]:
+        """The number of rows (at most ``max_rows`` per person) and of persons, and with
+        a privacy unit a note on how many rows the bound dropped."""
+        m = self._plan.max_rows
+        share = self._shares.share * (1.0 if m is None else 1.0 - DROPPED_SHARE)
+        budget = self._shares.take(share, "rows, persons", "count")
         query = self._query().count(name="rows")
-        if self._plan.max_rows is not None:
+        if m is not None:
             query = query.count_distinct(name="persons")
         result = self._evaluate(query, budget)
         rows = _statistic(
             result, "rows", "rows" + self._kept, self._confidence, budget, unit="rows"
         )
-        if self._plan.max_rows is None:
-            return rows, None
+        if m is None:
+            return rows, None, None
         persons = _statistic(result, "persons", "persons", self._confidence, budget)
-        return rows, persons
+        return rows, persons, self._dropped(rows, m)
+
+    def _dropped(self, kept: Statistic, m: int) -> str:
+        """Rows kept at ``DROPPED_FACTOR`` times the bound, minus rows kept: a private
+        lower estimate of the rows the bound dropped (post-processing of two counts)."""
+        big = min(DROPPED_FACTOR * m, 2**31)
+        budget = self._shares.take(
+            self._shares.share * DROPPED_SHARE, f"rows at \u2264 {big} per person", "count"
+        )
+        result = self._evaluate(Query().bound(max_rows=big).count(name="rows"), budget)
+        wide = _statistic(result, "rows", "rows", self._confidence, budget)
+        dropped = max(0.0, wide.estimate - kept.estimate)
+        text = (
+            f"Rows dropped by keeping \u2264 {m} per person: about {dropped:,.0f} (counting "
+            f"rows up to {big} per person, so a lower estimate"
+        )
+        if None not in (wide.ci_low, wide.ci_high, kept.ci_low, kept.ci_high):
+            assert wide.ci_low is not None and wide.ci_high is not None  # for mypy
+            assert kept.ci_low is not None and kept.ci_high is not None
+            low = max(0.0, wide.ci_low - kept.ci_high)
+            high = max(0.0, wide.ci_high - kept.ci_low)
+            level = 1.0 - 2.0 * (1.0 - self._confidence)  # both intervals hold
+            text += f"; {level:.0%} CI {low:,.0f} to {high:,.0f}"
+        return text + f"; {DROPPED_SHARE:.0%} of the rows' share)."
 
     def categorical(self, name: str, top: int) -> ColumnSummary:
         sql_type = self._session.columns[name]
