@@ -100,7 +100,7 @@ def test_dom_has_the_main_elements(rendered: tuple[Path, Path]) -> None:
     dom.feed(result.stdout.decode("utf-8"))
     assert dom.title == "Private summary of web sessions \u2014 web_sessions.csv.gz"
     ids = {attrs.get("id") for _, attrs in dom.elements}
-    assert {"report-header", "dp-note", "insecure-warning", "budget-table"} <= ids
+    assert {"report-header", "dp-note", "insecure-warning", "overview-table", "budget-table"} <= ids
     rows = [a for t, a in dom.elements if t == "tr"]
     assert len(rows) >= 1 + 5 + 1  # budget header, 5 shares, total (and the column tables)
     sections = [a["data-column"] for t, a in dom.elements if t == "section" and "data-column" in a]

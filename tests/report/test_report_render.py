@@ -27,7 +27,7 @@ from dpkit.report import (
     to_json,
 )
 from dpkit.report import html as html_module
-from dpkit.report._format import bin_labels
+from dpkit.report._format import bin_labels, overview_rows
 
 HOSTILE = '<script>alert("x")</script> & $a$ [bold]'
 
@@ -252,3 +252,33 @@ def test_lower_bound_statistics_are_labelled(sample_summary: DatasetSummary) -> 
     assert "max (lower bound)" in text and "≥ 17" in text
     page = html_report(summary, with_plots=False)
     assert "max (lower bound)" in page and "≥ 17" in page
+
+
+def test_overview_lists_every_column_before_the_sections(sample_summary: DatasetSummary) -> None:
+    page = html_report(sample_summary, with_plots=False)
+    overview = page.index('id="overview-table"')
+    assert overview < page.index('id="budget-table"') < page.index('class="column"')
+    table = page[overview : page.index("</table>", overview)]
+    for i, column in enumerate(sample_summary.columns):
+        assert f'href="#column-{i}"' in table and column.name in table
+    console = Console(width=200, record=True)
+    render_terminal(sample_summary, console)
+    text = console.export_text()
+    assert text.index("Overview") < text.index("Budget split")
+
+
+def test_overview_missing_share_is_post_processing_of_two_counts(
+    sample_summary: DatasetSummary,
+) -> None:
+    rows = Statistic(name="rows", estimate=1000.0)
+    count = Statistic(name="count", estimate=900.0)
+    mean = Statistic(name="mean", estimate=4.25)
+    column = ColumnSummary("x", "numeric", statistics=(count, mean), sql_type="DOUBLE")
+    summary = replace(sample_summary, rows_estimate=rows, columns=(column,))
+    (row,) = overview_rows(summary)
+    assert (row.sql_type, row.values, row.missing, row.headline) == (
+        "DOUBLE",
+        "900",
+        "10.0%",
+        "mean 4.25",
+    )

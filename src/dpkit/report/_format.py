@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from dpkit.accounting.guarantees import RDP, ZCDP, ApproxDP, Guarantee, PureDP
-from dpkit.report.model import EPOCH_SECONDS, DatasetSummary, HistogramSummary, Statistic
+from dpkit.report.model import (
+    EPOCH_SECONDS,
+    ColumnSummary,
+    DatasetSummary,
+    HistogramSummary,
+    Statistic,
+)
 
 __all__ = [
     "REFERENCE_DELTA",
+    "OverviewRow",
     "bin_labels",
     "budget_facts",
     "common_confidence",
@@ -19,6 +27,7 @@ __all__ = [
     "format_value",
     "interval_cell",
     "interval_header",
+    "overview_rows",
     "privacy_unit_text",
     "rows_label",
     "shown_count",
@@ -202,3 +211,54 @@ def bin_labels(histogram: HistogramSummary) -> list[str]:
             label = f"\u2265 {texts[i] if not histogram.integer else round(low)}"
         labels.append(label)
     return labels
+
+
+@dataclass(frozen=True)
+class OverviewRow:
+    """One line of the overview table (all text, post-processing of the summary)."""
+
+    name: str
+    kind: str
+    sql_type: str
+    values: str
+    missing: str
+    headline: str
+
+
+def _headline(column: ColumnSummary) -> str:
+    stats = {s.name: s for s in column.statistics}
+    for key in ("share true", "share of 1 (mean)"):
+        if key in stats:
+            return f"{key.split(' (')[0]} {format_value(stats[key].estimate)}"
+    if column.kind == "date" and "p50" in stats:
+        return f"median {format_value(stats['p50'].estimate, stats['p50'].unit)}"
+    if "mean" in stats:
+        return f"mean {format_value(stats['mean'].estimate, stats['mean'].unit)}"
+    if column.top_categories:
+        top = max(column.top_categories, key=lambda c: c.estimate)
+        return f"top: {top.category} ({format_value(shown_count(top.estimate))})"
+    return "\u2014"
+
+
+def overview_rows(summary: DatasetSummary) -> list[OverviewRow]:
+    """Per column: kind, schema type, private count of values, missing share, and its
+    mean (share, median date) or top category -- computed from released numbers only.
+
+    The missing share is ``1 - values / rows`` from the two noisy counts (clamped to
+    [0, 1]); with a privacy unit both count rows kept, so it is approximate."""
+    rows = summary.rows_estimate
+    out = []
+    for column in summary.columns:
+        count = next((s for s in column.statistics if s.name == "count"), None)
+        values = missing = "\u2014"
+        if count is not None:
+            values = format_value(shown_count(count.estimate))
+            if rows is not None and rows.estimate > 0:
+                share = min(1.0, max(0.0, 1.0 - count.estimate / rows.estimate))
+                missing = f"{share:.1%}"
+        out.append(
+            OverviewRow(
+                column.name, column.kind, column.sql_type, values, missing, _headline(column)
+            )
+        )
+    return out

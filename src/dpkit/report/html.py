@@ -6,7 +6,8 @@ that comes from the summary is escaped with :func:`html.escape`. Without Matplot
 (the ``dpkit[plot]`` extra) the report is complete except for the plots, and says so.
 
 Stable hooks for tests and styling: ``#report-header``, ``#dp-note``,
-``#insecure-warning`` (only when the noise was not secure), ``#budget-table``,
+``#insecure-warning`` (only when the noise was not secure), ``#overview-table`` (one
+row per column, linking to its section), ``#budget-table``,
 ``section.column`` (one per column, ``data-column`` holds its name),
 ``table.statistics``, ``table.categories``, ``img.plot`` (``data-plot`` is
 ``estimates``, ``histogram`` or ``categories``) and ``#plots-missing``.
@@ -30,6 +31,7 @@ from dpkit.report._format import (
     format_value,
     interval_cell,
     interval_header,
+    overview_rows,
     privacy_unit_text,
     rows_label,
     shown_count,
@@ -141,6 +143,24 @@ def _header(summary: DatasetSummary) -> str:
 
 def _notes(notes: tuple[str, ...]) -> str:
     return '<ul class="notes">' + "".join(f"<li>{_e(n)}</li>" for n in notes) + "</ul>"
+
+
+def _overview_section(summary: DatasetSummary) -> str:
+    body = []
+    for i, row in enumerate(overview_rows(summary)):
+        body.append(
+            f'<tr><td><a href="#column-{i}">{_e(row.name)}</a></td><td>{_e(row.kind)}</td>'
+            f"<td>{_e(row.sql_type)}</td>"
+            f'<td class="num">{_e(row.values)}</td><td class="num">{_e(row.missing)}</td>'
+            f"<td>{_e(row.headline)}</td></tr>"
+        )
+    return (
+        '<section id="overview"><h2>Overview</h2><table id="overview-table"><thead><tr>'
+        '<th>Column</th><th>Kind</th><th>Type</th><th class="num">Values</th>'
+        '<th class="num">Missing</th><th>Mean / top category</th></tr></thead><tbody>'
+        + "".join(body)
+        + "</tbody></table></section>"
+    )
 
 
 def _budget_section(summary: DatasetSummary) -> str:
@@ -309,6 +329,8 @@ def html_report(summary: DatasetSummary, *, with_plots: bool = True) -> str:
         _header(summary),
         f'<nav aria-label="Columns"><ul>{nav}</ul></nav>' if summary.columns else "",
     ]
+    if summary.columns:
+        body.append(_overview_section(summary))
     if with_plots and not draw:
         body.append(f'<p id="plots-missing" class="banner note">{_e(PLOTS_MISSING_NOTE)}</p>')
     if summary.budget_split:

@@ -18,6 +18,7 @@ from dpkit.report._format import (
     format_value,
     interval_cell,
     interval_header,
+    overview_rows,
     privacy_unit_text,
     rows_label,
     shown_count,
@@ -60,6 +61,18 @@ def _header(summary: DatasetSummary) -> Panel:
     if not summary.secure:
         parts.append(Text(INSECURE_NOTE, style="bold yellow"))
     return Panel(Group(*parts), title=escape(summary.title), expand=False)
+
+
+def _overview_table(summary: DatasetSummary) -> Table:
+    table = Table(title="Overview (private estimates)", title_justify="left")
+    for header in ("column", "kind", "type", "values", "missing", "mean / top"):
+        table.add_column(header, justify="right" if header in ("values", "missing") else "left")
+    for row in overview_rows(summary):
+        table.add_row(
+            *(escape(t) for t in (row.name, row.kind, row.sql_type, row.values, row.missing)),
+            escape(row.headline),
+        )
+    return table
 
 
 def _budget_table(summary: DatasetSummary) -> Table:
@@ -169,6 +182,8 @@ def render_terminal(summary: DatasetSummary, console: Console | None = None) -> 
     """
     out = console if console is not None else Console()
     out.print(_header(summary))
+    if summary.columns:
+        out.print(_overview_table(summary))
     if summary.budget_split:
         out.print(_budget_table(summary))
     for column in summary.columns:
