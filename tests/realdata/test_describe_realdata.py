@@ -10,10 +10,14 @@ table. Two kinds of checks:
   rate 1e-6 (misses above the binomial's 1 - 1e-6 quantile fail). The true value of a
   count of values is the column's non-missing count, of a mean the column's mean
   (unclamped: an interval that misses because its clamping range cut the data is a
-  miss unless the report flags the clamping), of the row count the table's length.
+  miss unless the report flags the clamping next to it -- a positive share of values
+  that clamping may move), of the row count the table's length.
 * **Consistency.** Within one column's releases: percentiles are monotone, none lies
   outside the released range, the 95th percentile is not above the released maximum,
   and date percentiles lie inside the data's public date range.
+* **Percentile ranks.** A sanity bound, not a statistical claim: the released median of
+  a numeric column with at least 100 values lies between the column's true quartiles
+  (inclusive), in at least 90% of (column, seed) pairs.
 
 CI runs ``SEEDS_CI`` seeds per table; ``pytest --runslow`` runs ``SEEDS_FULL``. Before
 the describe rework of issue 14 the mean and consistency checks failed (means whose
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -126,10 +131,18 @@ class Interval:
     high: float
     confidence: float
     truth: float
+    #: The share of values the report says clamping may move (0 when it says none).
+    flagged_share: float = 0.0
 
     @property
     def covers(self) -> bool:
         return self.low <= self.truth <= self.high
+
+    @property
+    def accounted(self) -> bool:
+        """Covers the truth, or misses it with the clamping flagged next to it (a
+        positive share of values that clamping may move, as issue 14 asks)."""
+        return self.covers or self.flagged_share > 0.0
 
 
 def _truth(frame: pd.DataFrame, column: str, statistic: str) -> float | None:
@@ -165,17 +178,24 @@ def intervals(table: Table, summary: DatasetSummary) -> list[Interval]:
                         stat.ci_high,
                         stat.confidence,
                         truth,
+                        _flagged_share(getattr(stat, "caveat", "")),
                     )
                 )
     return out
 
 
-def assert_coverage(found: list[Interval]) -> None:
+def _flagged_share(caveat: str) -> float:
+    # describe writes "clamping to the range may move up to X% of the values".
+    match = re.search(r"up to ([0-9.]+)%", caveat)
+    return float(match.group(1)) / 100.0 if match else 0.0
+
+
+def assert_coverage(found: list[Interval], *, flags_count: bool = False) -> None:
     assert found, "no interval to check"
     # Intervals of one statistic are at one nominal level; a conservative check uses the
     # lowest level, and the binomial quantile of misses at 1 - level.
     level = min(i.confidence for i in found)
-    misses = [i for i in found if not i.covers]
+    misses = [i for i in found if not (i.accounted if flags_count else i.covers)]
     limit = int(binom.ppf(1.0 - FALSE_FAILURE, len(found), 1.0 - level))
     assert len(misses) <= limit, (
         f"{len(misses)} of {len(found)} intervals miss the truth (at most {limit} "
@@ -244,7 +264,7 @@ def test_means_cover_the_truth_or_are_flagged() -> None:
         for i in intervals(table, summary)
         if i.statistic == "mean"
     ]
-    assert_coverage(found)
+    assert_coverage(found, flags_count=True)
 
 
 def test_releases_of_a_column_are_consistent() -> None:
@@ -271,7 +291,7 @@ def test_full_run_coverage_and_consistency(table: Table) -> None:
     runs = summaries(table, SEEDS_FULL)
     found = [i for s in runs for i in intervals(table, s)]
     assert_coverage([i for i in found if i.statistic in ("count", "rows")])
-    assert_coverage([i for i in found if i.statistic == "mean"])
+    assert_coverage([i for i in found if i.statistic == "mean"], flags_count=True)
     assert not [p for s in runs for p in inconsistencies(s)]
 
 
@@ -288,3 +308,39 @@ def test_the_truth_is_computed_from_the_table() -> None:
         assert_coverage(shifted)
     assert all(math.isfinite(i.truth) for i in counts)
     assert np.isclose(counts[0].truth, float(frame_of(table.name)[counts[0].column].notna().sum()))
+
+
+def median_ranks(table: Table, summary: DatasetSummary) -> list[tuple[str, float]]:
+    """(column, true rank of the released median) for numeric columns with >= 100 values."""
+    frame = frame_of(table.name)
+    out = []
+    for column in summary.columns:
+        values = frame[column.name]
+        if not pd.api.types.is_numeric_dtype(values) or values.notna().sum() < 100:
+            continue
+        medians = [s.estimate for s in column.statistics if s.name == "p50"]
+        if medians:
+            data = values.dropna().astype(float).to_numpy()
+            below = float(np.mean(data < medians[0]))
+            at_or_below = float(np.mean(data <= medians[0]))
+            # The rank interval of the released value: [below, at_or_below].
+            inside = at_or_below >= 0.25 and below <= 0.75
+            out.append((column.name, 0.5 if inside else below))
+    return out
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 14 (open): medians collapse to the bottom of a private range that cuts "
+    "the data (diabetes age: every percentile at 32.97, true median 50) or fall off the "
+    "support of integer ratings (fair rate_marriage)",
+)
+def test_released_medians_lie_between_the_true_quartiles() -> None:
+    ranks = [
+        (f"{table.name}.{name}", rank)
+        for table in TABLES
+        for summary in _ci_runs()[table.name]
+        for name, rank in median_ranks(table, summary)
+    ]
+    off = [(name, rank) for name, rank in ranks if rank != 0.5]
+    assert ranks and len(off) <= 0.1 * len(ranks), off[:12]
