@@ -397,3 +397,46 @@ def test_rows_dropped_by_bounding_are_estimated_with_a_covering_interval() -> No
         )
         misses += not low <= dropped <= high
     assert misses < int(binom.isf(1e-6, 20, 0.1)) + 1
+
+
+def test_timestamps_state_their_time_zone_and_booleans_need_no_selection() -> None:
+    rng = np.random.default_rng(9)
+    n = 2000
+    start = pd.Timestamp("2020-01-01")
+    frame = pd.DataFrame(
+        {
+            "naive": start + pd.to_timedelta(rng.integers(0, 10**7, n), "s"),
+            "zoned": (start + pd.to_timedelta(rng.integers(0, 10**7, n), "s")).tz_localize("UTC"),
+            "flag": rng.random(n) < 0.5,
+        }
+    )
+    session = dp.Session.from_pandas(frame, budget=dp.PureDP(3.0), rng=1)
+    plan = plan_describe(session)
+    assert ("flag", "categorical") in plan.columns  # public keys: fine under pure DP
+    columns = {c.name: c for c in describe(session).columns}
+    assert any("without time zone" in n for n in columns["naive"].notes)
+    assert any("shown in UTC" in n for n in columns["zoned"].notes)
+    assert "share true" in _by_name(columns["flag"])
+
+
+@pytest.mark.parametrize(
+    "date_range",
+    [(date(2000, 1, 1), date(1990, 1, 1)), ("2000-01-01", "2010-01-01")],
+    ids=["reversed", "strings"],
+)
+def test_a_bad_date_range_is_refused_before_spending(date_range: object) -> None:
+    session = dp.Session.from_pandas(_kinds_table(200), budget=dp.PureDP(1.0), rng=1)
+    with pytest.raises(dp.InvalidParameter, match="date_range"):
+        describe(session, date_range=date_range)  # type: ignore[arg-type]
+    assert session.remaining == dp.PureDP(1.0)
+
+
+def test_a_user_date_range_bounds_the_released_dates() -> None:
+    frame = _kinds_table()
+    session = dp.Session.from_pandas(frame, budget=dp.ZCDP(0.5), rng=6)
+    summary = describe(session, columns=["day"], date_range=(date(2013, 1, 1), date(2014, 1, 1)))
+    (column,) = summary.columns
+    # The range query's years: 2012 (underflow bin), 2013, 2014 (overflow bin).
+    for stat in column.statistics:
+        if stat.unit == "epoch_seconds":
+            assert _epoch(date(2012, 1, 1)) <= stat.estimate <= _epoch(date(2015, 1, 1))
