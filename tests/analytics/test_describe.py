@@ -440,3 +440,31 @@ def test_a_user_date_range_bounds_the_released_dates() -> None:
     for stat in column.statistics:
         if stat.unit == "epoch_seconds":
             assert _epoch(date(2012, 1, 1)) <= stat.estimate <= _epoch(date(2015, 1, 1))
+
+
+def test_order_statistics_trust_the_more_accurate_of_max_and_p95() -> None:
+    # A max far below the data (small column, small budget) must not collapse the
+    # percentiles: the max is raised to the 95th percentile instead.
+    levels, top = consistent_order_statistics(
+        [20.0, 40.0, 50.0, 60.0, 90.0], 33.0, 16.0, 128.0, trust_max=False
+    )
+    assert levels == [20.0, 40.0, 50.0, 60.0, 90.0]
+    assert top == 90.0
+
+
+def test_medians_of_discrete_doubles_fall_on_the_support() -> None:
+    # A 1-5 rating stored as DOUBLE (no integer type): the grid holds the round numbers,
+    # so the released median's true rank interval contains 1/2 unless the quantile's
+    # rank error (95% statement, far below n/4 here) is exceeded. 20 seeds: failures
+    # ~ Binomial(20, <= 0.05); the threshold's false-failure rate is below 1e-6.
+    rng = np.random.default_rng(12)
+    values = rng.choice([1.0, 2.0, 3.0, 4.0, 5.0], 4000, p=[0.05, 0.1, 0.1, 0.35, 0.4])
+    frame = pd.DataFrame({"rating": values})
+    failures = 0
+    for seed in range(20):
+        session = dp.Session.from_pandas(frame, budget=dp.ZCDP(0.5), rng=500 + seed)
+        (column,) = describe(session).columns
+        median = _by_name(column)["p50"].estimate
+        below, at_or_below = np.mean(values < median), np.mean(values <= median)
+        failures += not below <= 0.5 <= at_or_below
+    assert failures < int(binom.isf(1e-6, 20, 0.05)) + 1

@@ -711,11 +711,30 @@ class _Runner:
             column, PERCENTILES, bounds=(low, high), grid_size=grid, name="q"
         ).max(column, bounds=(low, high), grid_size=grid, name="max")
         result = self._evaluate(query, budget)
-        raw = [float(result.columns[f"q_{q:g}"][0]) for q in PERCENTILES]
-        levels, maximum = consistent_order_statistics(
-            [scale.snap(v) for v in raw], scale.snap(float(result.columns["max"][0])), low, high
-        )
-        statistics: list[Statistic] = []
+        raw = [scale.snap(float(result.columns[f"q_{q:g}"][0]), low, high) for q in PERCENTILES]
+        raw_max = scale.snap(float(result.columns["max"][0]), low, high)
+        radius = max(int(getattr(r.error, "rank_radius", 0)) for r in result.releases)
+        removals = max(int(getattr(r.error, "removals", 0)) for r in result.releases)
+
+        # 3. Count and mean (clamped to the released range), and a histogram between
+        #    the released 5th and 95th percentiles with under- and overflow bins.
+        budget = self._shares.take(share * MEAN_SHARE, f"{name}: count, mean", "count, mean")
+        count, mean = self._count_mean(column, base, (low, high), budget, unit)
+        if scale.date == "DATE":
+            mean = _whole_days(mean)
+
+        # Post-processing: which of the max and the 95th percentile to trust at the top
+        # is decided by their accuracy statements (values the max may be below, in rows;
+        # the percentiles' rank radius), and both are flagged when they say little.
+        values = max(1.0, count.ci_low if count.ci_low is not None else count.estimate)
+        below = removals * (self._plan.max_rows or 1)
+        trust_max = below <= radius
+        levels, maximum = consistent_order_statistics(raw, raw_max, low, high, trust_max=trust_max)
+        level = f"{self._confidence:.0%}"
+        rank_note = ""
+        if radius > 0.05 * values:
+            rank_note = f"rank accurate to \u00b1{radius:,} of about {values:,.0f} values ({level})"
+        statistics: list[Statistic] = [count]
         for q, value in zip(PERCENTILES, levels, strict=True):
             statistics.append(
                 Statistic(
@@ -724,8 +743,16 @@ class _Runner:
                     mechanism="inverse sensitivity (exponential mechanism)",
                     budget=None,
                     unit=unit,
+                    caveat=rank_note,
                 )
             )
+        max_note = ""
+        if not trust_max:
+            max_note = (
+                f"raised to p95: its own release may lie below up to {below:,} values ({level})"
+            )
+        elif below > 0.05 * values:
+            max_note = f"up to {below:,} values may lie above it ({level})"
         statistics.append(
             Statistic(
                 name="max",
@@ -734,22 +761,17 @@ class _Runner:
                 budget=None,
                 unit=unit,
                 limit="lower",
+                caveat=max_note,
             )
         )
         notes.append(
             "Percentiles and max: accuracy is a rank / down-sensitivity bound, not an "
             "interval. The max is a lower bound of the true maximum (with high "
             "probability). Post-processing makes them consistent: percentiles are "
-            "increasing, inside the released range and not above the max."
+            "increasing and inside the released range; at the top, the more accurate of "
+            "the max and the 95th percentile (by their accuracy statements) bounds the "
+            "other."
         )
-
-        # 3. Count and mean (clamped to the released range), and a histogram between
-        #    the released 5th and 95th percentiles with under- and overflow bins.
-        budget = self._shares.take(share * MEAN_SHARE, f"{name}: count, mean", "count, mean")
-        count, mean = self._count_mean(column, base, (low, high), budget, unit)
-        if scale.date == "DATE":
-            mean = _whole_days(mean)
-        statistics.insert(0, count)
         statistics.append(mean)
         edges = scale.histogram_edges(levels[0], levels[-1], low, high)
         notes.append(
@@ -770,21 +792,30 @@ class _Runner:
 
 
 def consistent_order_statistics(
-    percentiles: Sequence[float], maximum: float, low: float, high: float
+    percentiles: Sequence[float],
+    maximum: float,
+    low: float,
+    high: float,
+    *,
+    trust_max: bool = True,
 ) -> tuple[list[float], float]:
     """Make one column's released percentiles and max agree (post-processing only).
 
-    Every value is clipped to the released range ``[low, high]``; the percentiles are
-    made non-decreasing in their level and then capped at the released maximum. Why
-    cap at the max rather than raise the max: the shifted-inverse max is the value
-    below which all but a few persons' values lie (its down-sensitivity bound), so
-    unless the column is tiny it ranks above the 95th percentile; a percentile above
-    it is the inverse-sensitivity mechanism's overshoot (on discrete data, the gap
-    above the largest value), not evidence of a larger maximum.
+    Every value is clipped to the released range ``[low, high]`` and the percentiles are
+    made non-decreasing in their level. Then, with ``trust_max`` (the max's
+    down-sensitivity bound is tighter than the percentiles' rank radius), the
+    percentiles are capped at the max: a percentile above it is then the
+    inverse-sensitivity mechanism's overshoot (on discrete data, into the gap above the
+    largest value), not evidence of a larger maximum. Without it (small columns or
+    budgets, where the max may sit far below the data), the max is raised to the 95th
+    percentile instead, so the percentiles do not collapse onto a poor max.
     """
     top = min(max(maximum, low), high)
-    levels = np.clip(np.asarray(percentiles, dtype=np.float64), low, high)
-    levels = np.minimum(np.maximum.accumulate(levels), top)
+    levels = np.maximum.accumulate(np.clip(np.asarray(percentiles, dtype=np.float64), low, high))
+    if trust_max:
+        levels = np.minimum(levels, top)
+    else:
+        top = max(top, float(levels[-1]))
     return [float(v) for v in levels], float(top)
 
 
@@ -866,15 +897,23 @@ class _Scale:
 
     def grid_size(self, low: float, high: float) -> int:
         step = 1.0 if self.integer else _DAY if self.date == "DATE" else 0.0
-        if step and (high - low) / step + 1 <= GRID_SIZE:
-            return max(2, round((high - low) / step) + 1)  # grid points on the support
+        if not self.date and not self.integer:
+            step = _decimal_step(low, high)
+        if step and (high - low) / step + 1 <= GRID_SIZE + 0.5:
+            return max(2, round((high - low) / step) + 1)  # grid points on round values
         return GRID_SIZE
 
-    def snap(self, value: float) -> float:
+    def snap(self, value: float, low: float = 0.0, high: float = 0.0) -> float:
+        """A released grid value on the support: integers, whole days, or (numbers) the
+        decimal step of :func:`_decimal_step` (post-processing)."""
         if self.integer:
             return float(round(value))
         if self.date == "DATE":
             return round(value / _DAY) * _DAY
+        if not self.date and high > low:
+            step = _decimal_step(low, high)
+            digits = max(0, -math.floor(math.log10(step))) + 1
+            return round(round(value / step) * step, digits)
         return value
 
     def histogram_edges(self, lo: float, hi: float, low: float, high: float) -> list[float]:
@@ -898,6 +937,20 @@ class _Scale:
         if not self.date:
             return f"{value:.6g}"
         return str(np.datetime64(int(value), "s").astype("datetime64[D]"))
+
+
+def _decimal_step(low: float, high: float) -> float:
+    """The smallest step 1, 2 or 5 times a power of ten giving at most GRID_SIZE points
+    over ``[low, high]``: the range's ends are powers of two (or 0), so for ranges of a
+    few units or more the grid holds the round numbers (1, 2.5, 4) discrete data sit on,
+    and a percentile does not land just beside them."""
+    raw = (high - low) / (GRID_SIZE - 1)
+    exponent = math.floor(math.log10(raw))
+    for mantissa in (1.0, 2.0, 5.0, 10.0):
+        step = mantissa * 10.0**exponent
+        if step >= raw * (1 - 1e-12):
+            return step
+    return 10.0 ** (exponent + 1)
 
 
 def is_integer_type(sql_type: str) -> bool:
