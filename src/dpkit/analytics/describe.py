@@ -26,10 +26,10 @@ either a release or post-processing of releases, so the whole summary satisfies 
 Session's budget (its filter refuses any query that would overspend; a query that
 fails spends nothing).
 
-Why this module is long (~880 lines, past the ~400 the design asks): the plan, the
-per-kind summaries and the grids of ``dpkit describe`` share their budget-split
-constants, and no other file of ``dpkit.analytics`` was open to change in issue 14;
-the ``_Scale`` grids (numbers, integers, dates) are the part to move out next.
+Why this module is long (~830 lines, past the ~400 the design asks): the plan and the
+per-kind summary queries share their budget-split constants; the value scales (grids,
+snapping, consistency) are in :mod:`dpkit.analytics._describe_scales`. The per-kind
+query runner (``_Runner``) is the next piece to move out (issue 14 follow-up).
 """
 
 from __future__ import annotations
@@ -46,6 +46,12 @@ from scipy.stats import norm
 
 from dpkit.accounting._math.rounding import fraction_up
 from dpkit.accounting.guarantees import ZCDP, ApproxDP, Guarantee, PureDP
+from dpkit.analytics._describe_scales import (
+    _Scale,
+    _whole_days,
+    consistent_order_statistics,
+    is_integer_type,
+)
 from dpkit.analytics._engine import NUMBER_TYPES
 from dpkit.analytics.query import Query
 from dpkit.analytics.session import Session
@@ -73,15 +79,11 @@ __all__ = [
 
 #: Percentiles released for numeric and date columns; the outer two bound the histogram.
 PERCENTILES: tuple[float, ...] = (0.05, 0.25, 0.5, 0.75, 0.95)
-#: Bins of the histogram between the released 5th and 95th percentiles.
-HISTOGRAM_BINS = 20
 #: With a privacy unit: groups (categories, histogram bins) of one query a person counts
 #: in; the engine keeps that many by a keyed hash of the person's own rows.
 MAX_GROUPS_PER_PERSON = 5
 #: describe refuses to run on less than this fraction of the Session's budget.
 MIN_REMAINING = 0.01
-#: Points of the linear grid of the percentile and max queries (over the released range).
-GRID_SIZE = 10_001
 #: How a numeric column's share is split between its four queries.
 RANGE_SHARE, ORDER_SHARE, MEAN_SHARE, HISTOGRAM_SHARE = 0.15, 0.5, 0.15, 0.2
 #: Integer columns whose released range holds at most this many integers get counts
@@ -108,18 +110,6 @@ OUTSIDE_WEIGHT = 0.5
 
 
 _DATE_TYPES = ("DATE", "TIMESTAMP")
-_INTEGER_TYPES = (
-    "TINYINT",
-    "SMALLINT",
-    "INTEGER",
-    "BIGINT",
-    "HUGEINT",
-    "UTINYINT",
-    "USMALLINT",
-    "UINTEGER",
-    "UBIGINT",
-    "UHUGEINT",
-)
 _CATEGORICAL_TYPES = ("VARCHAR", "BOOLEAN", "ENUM")
 
 
@@ -791,209 +781,6 @@ class _Runner:
         )
 
 
-def consistent_order_statistics(
-    percentiles: Sequence[float],
-    maximum: float,
-    low: float,
-    high: float,
-    *,
-    trust_max: bool = True,
-) -> tuple[list[float], float]:
-    """Make one column's released percentiles and max agree (post-processing only).
-
-    Every value is clipped to the released range ``[low, high]`` and the percentiles are
-    made non-decreasing in their level. Then, with ``trust_max`` (the max's
-    down-sensitivity bound is tighter than the percentiles' rank radius), the
-    percentiles are capped at the max: a percentile above it is then the
-    inverse-sensitivity mechanism's overshoot (on discrete data, into the gap above the
-    largest value), not evidence of a larger maximum. Without it (small columns or
-    budgets, where the max may sit far below the data), the max is raised to the 95th
-    percentile instead, so the percentiles do not collapse onto a poor max.
-    """
-    top = min(max(maximum, low), high)
-    levels = np.maximum.accumulate(np.clip(np.asarray(percentiles, dtype=np.float64), low, high))
-    if trust_max:
-        levels = np.minimum(levels, top)
-    else:
-        top = max(top, float(levels[-1]))
-    return [float(v) for v in levels], float(top)
-
-
-def _whole_days(statistic: Statistic) -> Statistic:
-    """A date statistic rounded to whole days (its interval widened outwards)."""
-    low, high = statistic.ci_low, statistic.ci_high
-    return replace(
-        statistic,
-        estimate=round(statistic.estimate / _DAY) * _DAY,
-        ci_low=None if low is None else math.floor(low / _DAY) * _DAY,
-        ci_high=None if high is None else math.ceil(high / _DAY) * _DAY,
-    )
-
-
-@dataclass(frozen=True)
-class _Scale:
-    """How a column's values are gridded: from its public SQL type (and date range).
-
-    ``integer``: integer types get integer grids, integer-aligned bins and snapped
-    releases. ``date``: ``"DATE"``, ``"TIMESTAMP"`` (no time zone: wall-clock times,
-    treated as UTC) or ``"TIMESTAMPTZ"`` (instants, shown in UTC), else ``""``.
-    """
-
-    integer: bool
-    date: str
-    date_range: tuple[float, float]
-
-    @classmethod
-    def of(cls, sql_type: str, date_range: tuple[float, float]) -> _Scale:
-        upper = sql_type.upper()
-        if upper.startswith("DATE"):
-            return cls(False, "DATE", date_range)
-        if upper.startswith("TIMESTAMP"):
-            zoned = "TIME ZONE" in upper or upper.startswith("TIMESTAMPTZ")
-            return cls(False, "TIMESTAMPTZ" if zoned else "TIMESTAMP", date_range)
-        return cls(is_integer_type(sql_type), "", date_range)
-
-    def notes(self) -> tuple[str, ...]:
-        if self.date == "DATE":
-            return ("Dates: shown as days (no time of day).",)
-        if self.date == "TIMESTAMP":
-            return ("TIMESTAMP without time zone: times as stored, read as UTC wall-clock.",)
-        if self.date == "TIMESTAMPTZ":
-            return ("TIMESTAMP WITH TIME ZONE: instants, shown in UTC.",)
-        return ()
-
-    @property
-    def range_rule(self) -> str:
-        if self.date:
-            start, stop = (self.show(v) for v in self.date_range)
-            return f"years of the public date range {start} to {stop} and one either side"
-        return "power-of-two bins"
-
-    def range_edges(self) -> list[float]:
-        if not self.date:
-            return _magnitude_edges()
-        start, stop = (_to_day(v) for v in self.date_range)
-        first = start.astype("datetime64[Y]") - 1
-        last = stop.astype("datetime64[Y]") + 1
-        years = np.arange(first, last + 1, dtype="datetime64[Y]")
-        return [_seconds(y) for y in years]
-
-    def snap_range(self, low: float, high: float) -> tuple[float, float]:
-        if self.integer:
-            return float(math.floor(low)), float(max(math.ceil(high) - 1, math.floor(low) + 1))
-        return low, high
-
-    def support_bounds(self, low: float, high: float) -> tuple[float, float]:
-        """Smallest and largest integer in ``[low, high]`` (integer columns)."""
-        first = float(math.ceil(low))
-        return first, max(first, float(math.floor(high)))
-
-    def support(self, low: float, high: float) -> float:
-        """Number of possible values in the released range (inf unless integer)."""
-        if not self.integer:
-            return math.inf
-        first, last = self.support_bounds(low, high)
-        return last - first + 1
-
-    def grid_size(self, low: float, high: float) -> int:
-        step = 1.0 if self.integer else _DAY if self.date == "DATE" else 0.0
-        if not self.date and not self.integer:
-            step = _decimal_step(low, high)
-        if step and (high - low) / step + 1 <= GRID_SIZE + 0.5:
-            return max(2, round((high - low) / step) + 1)  # grid points on round values
-        return GRID_SIZE
-
-    def snap(self, value: float, low: float = 0.0, high: float = 0.0) -> float:
-        """A released grid value on the support: integers, whole days, or (numbers) the
-        decimal step of :func:`_decimal_step` (post-processing)."""
-        if self.integer:
-            return float(round(value))
-        if self.date == "DATE":
-            return round(value / _DAY) * _DAY
-        if not self.date and high > low:
-            step = _decimal_step(low, high)
-            digits = max(0, -math.floor(math.log10(step))) + 1
-            return round(round(value / step) * step, digits)
-        return value
-
-    def histogram_edges(self, lo: float, hi: float, low: float, high: float) -> list[float]:
-        """Bins over ``[lo, hi]`` (released p5, p95), plus an under- and an overflow bin."""
-        if self.date:
-            return _calendar_edges(lo, hi)
-        if self.integer:
-            start, stop = math.floor(lo), math.floor(hi) + 1
-            width = max(1, math.ceil((stop - start) / HISTOGRAM_BINS))
-            count = math.ceil((stop - start) / width)
-            inner = [float(start + width * i) for i in range(count + 1)]
-            return [inner[0] - width, *inner, inner[-1] + width]
-        top = hi
-        if not top > lo:  # a degenerate range: one grid step, so the bins stay distinct
-            top = lo + max((high - low) / (GRID_SIZE - 1), abs(lo) * 1e-9, 1e-12)
-        cuts = [float(v) for v in np.linspace(lo, top, HISTOGRAM_BINS + 1)]
-        step = cuts[1] - cuts[0]
-        return [cuts[0] - step, *cuts, cuts[-1] + step]
-
-    def show(self, value: float) -> str:
-        if not self.date:
-            return f"{value:.6g}"
-        return str(np.datetime64(int(value), "s").astype("datetime64[D]"))
-
-
-def _decimal_step(low: float, high: float) -> float:
-    """The smallest step 1, 2 or 5 times a power of ten giving at most GRID_SIZE points
-    over ``[low, high]``: the range's ends are powers of two (or 0), so for ranges of a
-    few units or more the grid holds the round numbers (1, 2.5, 4) discrete data sit on,
-    and a percentile does not land just beside them."""
-    raw = (high - low) / (GRID_SIZE - 1)
-    exponent = math.floor(math.log10(raw))
-    for mantissa in (1.0, 2.0, 5.0, 10.0):
-        step = mantissa * 10.0**exponent
-        if step >= raw * (1 - 1e-12):
-            return step
-    return 10.0 ** (exponent + 1)
-
-
-def is_integer_type(sql_type: str) -> bool:
-    """Whether a (public) SQL type holds integers only (integer types, DECIMAL(p, 0))."""
-    upper = sql_type.upper().replace(" ", "")
-    if upper.startswith(_INTEGER_TYPES):
-        return True
-    return upper.startswith(("DECIMAL(", "NUMERIC(")) and upper.endswith(",0)")
-
-
-_DAY = 86_400.0
-
-
-def _to_day(seconds: float) -> np.datetime64:
-    day: np.datetime64 = np.datetime64(int(seconds), "s").astype("datetime64[D]")
-    return day
-
-
-def _seconds(moment: np.datetime64) -> float:
-    return float(moment.astype("datetime64[s]").astype(np.int64))
-
-
-def _calendar_edges(lo: float, hi: float) -> list[float]:
-    """Calendar bins (days, months, quarters or years) covering ``[lo, hi]``, with one
-    more bin either side for under- and overflow; at most about 50 bins."""
-    first, last = _to_day(lo), _to_day(hi)
-    days = int((last - first).astype(np.int64)) + 1
-    unit, step = "Y", max(1, math.ceil(days / 365.25 / 30))
-    if days <= 62:
-        unit, step = "D", 1
-    elif days <= 4 * 366:
-        unit, step = "M", 1
-    elif days <= 12 * 366:
-        unit, step = "M", 3
-    start = first.astype(f"datetime64[{unit}]")
-    stop = last.astype(f"datetime64[{unit}]") + 1
-    if unit == "Y":
-        start = start - (start.astype(np.int64) % step)
-    points = np.arange(start - step, stop + 2 * step, step)
-    points = points[: np.searchsorted(points, stop, side="left") + 2]
-    return [_seconds(p) for p in points]
-
-
 def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
@@ -1003,12 +790,6 @@ def _range_z(laplace: bool) -> float:
     if laplace:  # P(Lap(b) > t) = exp(-t / b) / 2, and se = sqrt(2) b
         return math.log(1.0 / (2.0 * RANGE_FALSE_POSITIVE)) / math.sqrt(2.0)
     return float(norm.isf(RANGE_FALSE_POSITIVE))
-
-
-def _magnitude_edges() -> list[float]:
-    """Public bin edges: 0 and +-2^k for k in [-20, 62] (values beyond go to the end bins)."""
-    positive = [2.0**k for k in range(-20, 63)]
-    return [-x for x in reversed(positive)] + [0.0] + positive
 
 
 def _interval_text(statistic: Statistic) -> str:
