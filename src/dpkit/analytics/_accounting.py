@@ -59,7 +59,7 @@ from typing import Any
 
 from dpkit.accounting._math.conversions import pure_to_zcdp_rho, zcdp_epsilon
 from dpkit.accounting._math.rounding import fraction_down, fraction_up
-from dpkit.accounting.events import Event
+from dpkit.accounting.events import DiscreteGaussianEvent, Event
 from dpkit.accounting.filters import (
     ApproxZCDP,
     ApproxZCDPFilter,
@@ -295,7 +295,16 @@ class Noise:
 
     @property
     def event(self) -> Event:
-        return self.mechanism.event
+        """The event of one release over ``groups`` groups. The mechanism's own
+        ``event`` is that of a scalar release (a Gaussian's L2 sensitivity floored to an
+        integer shift); a person here moves up to ``groups`` coordinates, so the
+        Gaussian event keeps the real L2 sensitivity and the dimension."""
+        m = self.mechanism
+        if isinstance(m, DiscreteGaussian) and self.groups > 1:
+            return DiscreteGaussianEvent(
+                sigma=m.sigma, sensitivity=m.sensitivity, dimension=self.groups
+            )
+        return m.event
 
     def standard_deviation(self) -> float:
         error = self.mechanism.error(0.95)
