@@ -170,3 +170,23 @@ if __name__ == "__main__":
         items=len(data),
     )
     print_table(results, title="harness self-check", unit="elements")
+
+
+def run_process(code: str, *, quiet: bool = False) -> tuple[float, float]:
+    """Run ``python -c code`` as a fresh process: (wall seconds, peak RSS in MiB).
+
+    Whole-process timing (start-up and imports included) for the benchmarks that compare
+    end-to-end jobs; the peak is the child's maximum resident set (``os.wait4``).
+    """
+    import os
+    import subprocess
+    import time
+
+    start = time.perf_counter()
+    stdout = subprocess.DEVNULL if quiet else None
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=stdout)
+    _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - start
+    if status != 0:
+        raise RuntimeError(f"contender failed with status {status}")
+    return elapsed, usage.ru_maxrss / 1024.0  # MiB (Linux reports KiB)

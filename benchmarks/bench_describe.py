@@ -34,6 +34,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from _harness import run_process
+
 EPSILON, DELTA = 1.0, 1e-6
 COLUMNS = 10
 CATEGORIES = ("north", "south", "east", "west", "centre", "islands", "overseas", "unknown")
@@ -191,13 +193,7 @@ CONTENDERS: dict[str, Callable[[Path, Path, Path], str]] = {
 
 
 def run(code: str) -> tuple[float, float]:
-    start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL)
-    _, status, usage = os.wait4(proc.pid, 0)
-    elapsed = time.perf_counter() - start
-    if status != 0:
-        raise RuntimeError(f"contender failed with status {status}")
-    return elapsed, usage.ru_maxrss / 1024.0  # MiB (Linux reports KiB)
+    return run_process(code, quiet=True)
 
 
 def main() -> None:

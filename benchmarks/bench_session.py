@@ -23,11 +23,10 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
-import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
+
+from _harness import run_process
 
 PERSONS = 100_000
 GROUPS = 50
@@ -174,13 +173,7 @@ CONTENDERS: dict[str, Callable[[Path], str]] = {
 
 
 def run(code: str) -> tuple[float, float]:
-    start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", code])
-    _, status, usage = os.wait4(proc.pid, 0)
-    elapsed = time.perf_counter() - start
-    if status != 0:
-        raise RuntimeError(f"contender failed with status {status}")
-    return elapsed, usage.ru_maxrss / 1024.0  # MiB (Linux reports KiB)
+    return run_process(code)
 
 
 def main() -> None:

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
@@ -16,19 +15,8 @@ runner = CliRunner()
 
 
 @pytest.fixture
-def csv_file(tmp_path: Path) -> Path:
-    rng = np.random.default_rng(5)
-    n = 6000
-    frame = pd.DataFrame(
-        {
-            "person": rng.integers(0, 1500, n),
-            "plan": rng.choice(["free", "pro"], n, p=[0.8, 0.2]),
-            "spend": rng.gamma(2.0, 10.0, n).round(2),
-        }
-    )
-    path = tmp_path / "spend.csv"
-    frame.to_csv(path, index=False)
-    return path
+def csv_file(tmp_path: Path, write_spend_csv: Callable[..., Path]) -> Path:
+    return write_spend_csv(tmp_path / "spend.csv", rows=6000, persons=1500)
 
 
 def test_describe_writes_terminal_json_and_html(csv_file: Path, tmp_path: Path) -> None:

@@ -12,10 +12,10 @@ import subprocess
 import sys
 import time
 import webbrowser
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import pytest
 import typer
@@ -32,19 +32,8 @@ BUDGET = dp.ApproxDP(1.0, 1e-6)
 
 
 @pytest.fixture
-def csv_file(tmp_path: Path) -> Path:
-    rng = np.random.default_rng(5)
-    n = 3000
-    frame = pd.DataFrame(
-        {
-            "person": rng.integers(0, 800, n),
-            "plan": rng.choice(["free", "pro"], n, p=[0.8, 0.2]),
-            "spend": rng.gamma(2.0, 10.0, n).round(2),
-        }
-    )
-    path = tmp_path / "spend.csv"
-    frame.to_csv(path, index=False)
-    return path
+def csv_file(tmp_path: Path, write_spend_csv: Callable[..., Path]) -> Path:
+    return write_spend_csv(tmp_path / "spend.csv", rows=3000, persons=800)
 
 
 def describe(*args: str) -> Any:
