@@ -153,6 +153,9 @@ def _truth(frame: pd.DataFrame, column: str, statistic: str) -> float | None:
     if statistic.startswith("share") and pd.api.types.is_numeric_dtype(values):
         # "share of 1 (mean)" of a 0/1 column, "share true" of a boolean column.
         return float(values.dropna().astype(float).mean())
+    if statistic == "not integers":
+        present = values.dropna().astype(float)
+        return float((present != present.round()).sum())
     return None
 
 
@@ -277,6 +280,52 @@ def test_releases_of_a_column_are_consistent() -> None:
         for p in inconsistencies(summary)
     ]
     assert not problems, problems[:12]
+
+
+def test_not_integer_counts_cover_the_truth() -> None:
+    # The integer check of DOUBLE columns with few integers in their range: a noisy
+    # count of the values that are not integers, whose intervals must cover.
+    found = [
+        i
+        for table in TABLES
+        for summary in _ci_runs()[table.name]
+        for i in intervals(table, summary)
+        if i.statistic == "not integers"
+    ]
+    assert len(found) >= 20
+    assert_coverage(found)
+
+
+#: 0/1 columns stored as DOUBLE (MEPS) and 1-5 / 1-6 codes stored as DOUBLE (fair).
+DOUBLE_CODES = {
+    "meps": ("vgh", "fph", "blhisp"),
+    "fair": ("rate_marriage", "religious", "occupation", "occupation_husb"),
+}
+
+
+def test_integer_valued_doubles_get_counts_per_value() -> None:
+    # Issue 14, item 4: binary and low-cardinality columns are detected from the schema
+    # and private releases (the range, a noisy count of non-integer values), so the
+    # 0/1 DOUBLE columns of MEPS get a share and counts per value, not percentiles;
+    # columns with values between integers (fair's yrs_married: 0.5, 2.5, ...) keep
+    # their percentiles.
+    for name, wanted in DOUBLE_CODES.items():
+        frame = frame_of(name)
+        for summary in _ci_runs()[name]:
+            columns = {c.name: c for c in summary.columns}
+            for column_name in wanted:
+                column = columns[column_name]
+                assert column.sql_type == "DOUBLE"
+                stats = {s.name for s in column.statistics}
+                assert not {"p50", "max"} & stats, (name, column_name)
+                histogram = column.histogram
+                assert histogram is not None and histogram.integer
+                # One bin per integer (the range may leave a thin end value out).
+                assert all(b - a == 1.0 for a, b in itertools.pairwise(histogram.edges))
+                if set(frame[column_name].dropna().unique()) == {0.0, 1.0}:
+                    assert "share of 1 (mean)" in stats
+            if name == "fair":
+                assert "p50" in {s.name for s in columns["yrs_married"].statistics}
 
 
 def test_every_table_is_summarised_within_its_budget() -> None:

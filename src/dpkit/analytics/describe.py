@@ -12,7 +12,9 @@ split is public and the Session's filter accounts for it):
   noisy counts of persons over public bins (powers of two; for dates and times, the
   years of a public date range), whose occupied span becomes the column's range (15%).
   Then, decided by post-processing of that release: an integer column (public schema
-  type) with at most :data:`LOW_CARDINALITY` integers in its range gets the count and
+  type, or a non-integer type whose noisy count of non-integer values is within noise of
+  0: :data:`INTEGER_CHECK_SHARE`, spent only when the range holds few integers) with
+  at most :data:`LOW_CARDINALITY` integers in its range gets the count and
   mean (25%) and noisy counts per value (60%); any other column the 5th to 95th
   percentiles (inverse sensitivity, :mod:`dpkit.estimators.quantiles`) and the maximum
   (shifted inverse sensitivity, :mod:`dpkit.estimators.monotone`, a lower bound of the
@@ -26,7 +28,7 @@ either a release or post-processing of releases, so the whole summary satisfies 
 Session's budget (its filter refuses any query that would overspend; a query that
 fails spends nothing).
 
-Why this module is long (~830 lines, past the ~400 the design asks): the plan and the
+Why this module is long (~930 lines, past the ~400 the design asks): the plan and the
 per-kind summary queries share their budget-split constants; the value scales (grids,
 snapping, consistency) are in :mod:`dpkit.analytics._describe_scales`. The per-kind
 query runner (``_Runner``) is the next piece to move out (issue 14 follow-up).
@@ -91,6 +93,16 @@ RANGE_SHARE, ORDER_SHARE, MEAN_SHARE, HISTOGRAM_SHARE = 0.15, 0.5, 0.15, 0.2
 LOW_CARDINALITY = 32
 #: ... and their share after the range goes to the count and mean, and the counts.
 FEW_MEAN_SHARE, FEW_COUNTS_SHARE = 0.25, 0.6
+#: A non-integer column (DOUBLE, FLOAT, DECIMAL(p, s > 0)) whose released range holds
+#: at most LOW_CARDINALITY integers may still hold integers only (0/1 flags, 1-5
+#: ratings stored as DOUBLE): this share of its column's budget counts, noisily, its
+#: values that are not integers (the rest of the column's queries are scaled down to
+#: make room), and it is summarised as an integer column when that count is within
+#: INTEGER_CHECK_Z standard errors of 0 -- with probability 1 - INTEGER_CHECK_FALSE
+#: (Gaussian noise; about 1 - 0.006 for Laplace noise) when the values are integers.
+INTEGER_CHECK_SHARE = 0.05
+INTEGER_CHECK_FALSE = 1e-3
+INTEGER_CHECK_Z = float(norm.isf(INTEGER_CHECK_FALSE))
 #: With a privacy unit: the share of the rows' budget that counts rows at DROPPED_FACTOR
 #: times ``max_rows`` per person, to estimate how many rows the bound dropped.
 DROPPED_SHARE, DROPPED_FACTOR = 0.25, 10
@@ -555,14 +567,57 @@ class _Runner:
             self._shares.skip(share * (1 - RANGE_SHARE), f"{name}: not spent")
             return ColumnSummary(name, kind, notes=tuple(notes), sql_type=sql_type)
         low, high, rule = found
+        # 2. A non-integer type with few integers in its range: are the values integers?
+        #    (Decided from the schema, the range release and a noisy count.)
+        rest, fractional = 1.0, None
+        as_integer = replace(scale, integer=True)
+        if (
+            not scale.integer
+            and not scale.date
+            and as_integer.support(*as_integer.snap_range(low, high)) <= LOW_CARDINALITY
+        ):
+            budget = self._shares.take(
+                share * INTEGER_CHECK_SHARE, f"{name}: values not integers", "count"
+            )
+            fractional = self._fractional(column, base, budget)
+            rest = (1.0 - RANGE_SHARE - INTEGER_CHECK_SHARE) / (1.0 - RANGE_SHARE)
+            if _within_noise_of_zero(fractional):
+                scale = as_integer
+                notes.append(_integer_valued_note(sql_type, fractional))
+            else:
+                notes.append(_not_integer_valued_note(sql_type, fractional))
         low, high = scale.snap_range(low, high)
         notes.append(
             f"Range found privately: [{scale.show(low)}, {scale.show(high)}] ({rule}); "
             "values outside are clamped for the percentiles and the mean."
         )
+        extra = () if fractional is None else (fractional,)
         if scale.support(low, high) <= LOW_CARDINALITY:
-            return self._few_values(name, column, base, scale, (low, high), notes, sql_type)
-        return self._spread(name, kind, column, base, scale, (low, high), notes, tell, sql_type)
+            return self._few_values(
+                name, column, base, scale, (low, high), notes, sql_type, rest, extra
+            )
+        return self._spread(
+            name, kind, column, base, scale, (low, high), notes, tell, sql_type, rest, extra
+        )
+
+    def _fractional(self, column: str, base: Query, budget: Guarantee) -> Statistic:
+        """A noisy count of the column's values that are not integers (a sum of 0/1)."""
+        x = _quote(column)
+        flag = f"{column}__fractional"
+        query = (
+            base.filter(f"{x} IS NOT NULL")
+            .with_column(flag, f"CASE WHEN {x} = round({x}) THEN 0 ELSE 1 END")
+            .sum(flag, bounds=(0.0, 1.0), name="fractional")
+        )
+        result = self._evaluate(query, budget)
+        return _statistic(
+            result,
+            "fractional",
+            "not integers",
+            self._confidence,
+            budget,
+            unit="values" + self._kept,
+        )
 
     def _range_by_counts(
         self, column: str, base: Query, scale: _Scale, budget: Guarantee
@@ -622,9 +677,13 @@ class _Runner:
         bounds: tuple[float, float],
         notes: list[str],
         sql_type: str,
+        rest: float = 1.0,
+        extra: tuple[Statistic, ...] = (),
     ) -> ColumnSummary:
-        """An integer column with few values in its released range: counts per value."""
-        share = self._shares.share
+        """An integer(-valued) column with few values in its released range: counts per
+        value. ``rest`` scales the shares (after an integer check); ``extra`` holds that
+        check's release."""
+        share = self._shares.share * rest
         low, high = bounds
         first, last = scale.support_bounds(low, high)
         budget = self._shares.take(share * FEW_MEAN_SHARE, f"{name}: count, mean", "count, mean")
@@ -633,8 +692,15 @@ class _Runner:
         if first == 0.0 and last == 1.0:
             mean = replace(mean, name="share of 1 (mean)")
         edges = [first - 1.0, *np.arange(first, last + 2.0).tolist(), last + 2.0]
+        counted, values = column, base
+        if not is_integer_type(sql_type):
+            # Integer values only: a value between integers (the integer check bounds
+            # how many) is in no bin, rather than in the bin of the integer below it.
+            counted = f"{column}__integer"
+            x = _quote(column)
+            values = base.with_column(counted, f"CASE WHEN {x} = round({x}) THEN {x} ELSE NULL END")
         budget = self._shares.take(share * FEW_COUNTS_SHARE, f"{name}: counts per value", "counts")
-        histogram = self._histogram(column, base, edges, budget, "", integer=True)
+        histogram = self._histogram(counted, values, edges, budget, "", integer=True)
         notes.append(
             f"{int(last - first) + 1} possible values in the released range: counts per value "
             "(with under- and overflow bins) instead of percentiles."
@@ -642,7 +708,7 @@ class _Runner:
         return ColumnSummary(
             name,
             "numeric",
-            statistics=(count, mean),
+            statistics=(count, mean, *extra),
             histogram=histogram,
             notes=tuple(notes),
             sql_type=sql_type,
@@ -687,9 +753,11 @@ class _Runner:
         notes: list[str],
         tell: Callable[[str], None],
         sql_type: str,
+        rest: float = 1.0,
+        extra: tuple[Statistic, ...] = (),
     ) -> ColumnSummary:
         """Percentiles, max, count, mean and histogram of a column with many values."""
-        share = self._shares.share
+        share = self._shares.share * rest
         low, high = bounds
         unit = EPOCH_SECONDS if scale.date else ""
 
@@ -763,6 +831,7 @@ class _Runner:
             "other."
         )
         statistics.append(mean)
+        statistics.extend(extra)
         edges = scale.histogram_edges(levels[0], levels[-1], low, high)
         notes.append(
             f"Mean of values clamped to the released range; histogram over the released "
@@ -790,6 +859,37 @@ def _range_z(laplace: bool) -> float:
     if laplace:  # P(Lap(b) > t) = exp(-t / b) / 2, and se = sqrt(2) b
         return math.log(1.0 / (2.0 * RANGE_FALSE_POSITIVE)) / math.sqrt(2.0)
     return float(norm.isf(RANGE_FALSE_POSITIVE))
+
+
+def _within_noise_of_zero(statistic: Statistic) -> bool:
+    """Whether a noisy count is at most INTEGER_CHECK_Z standard errors (post-processing)."""
+    se = statistic.std_error
+    return se is not None and statistic.estimate <= INTEGER_CHECK_Z * se
+
+
+def _upper_text(statistic: Statistic) -> str:
+    level = round(100 * (statistic.confidence or 0.0))
+    if statistic.ci_high is None:
+        return f"about {max(0.0, statistic.estimate):,.0f}"
+    estimate, high = max(0.0, statistic.estimate), max(0.0, statistic.ci_high)
+    return f"about {estimate:,.0f}, at most {high:,.0f} at {level}%"
+
+
+def _integer_valued_note(sql_type: str, fractional: Statistic) -> str:
+    return (
+        f"Stored as {sql_type}, summarised as integers: its range holds few integers and a "
+        "noisy count of its values that are not integers is within "
+        f"{INTEGER_CHECK_Z:.3g} standard errors of 0 ({_upper_text(fractional)}). Such "
+        "values are counted in no value's count, and in the mean as they are."
+    )
+
+
+def _not_integer_valued_note(sql_type: str, fractional: Statistic) -> str:
+    return (
+        f"Stored as {sql_type} with few integers in its range, but a noisy count of its "
+        f"values that are not integers ({_upper_text(fractional)}) exceeds "
+        f"{INTEGER_CHECK_Z:.3g} standard errors: summarised by percentiles."
+    )
 
 
 def _interval_text(statistic: Statistic) -> str:
