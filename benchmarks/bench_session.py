@@ -116,7 +116,7 @@ def duckdb_bounded(path: Path) -> str:
     # Parquet file in place, so the plan is compiled against that relation.
     import duckdb
 
-    from dpkit.analytics._engine import DuckDBEngine
+    from dpkit.analytics.engines import DuckDBEngine
 
     engine = DuckDBEngine(duckdb.connect(), f"read_parquet('{path}')")
     sql, params = engine.compile(session._compile(query, 1.0, salt=1).plan)

@@ -1,6 +1,6 @@
 """Contribution bounding in the engine: bounds hold, and the rule is local to a person.
 
-The rule (dpkit.analytics._engine): per (person, group) pair with c rows, count
+The rule (dpkit.analytics.engines): per (person, group) pair with c rows, count
 min(c, m) and sums trunc(S m / c); each person keeps k groups by keyed hash.
 """
 

@@ -18,7 +18,8 @@ import pandas as pd
 import pytest
 
 import dpkit as dp
-from dpkit.analytics import KeySet, Query, _engine
+from dpkit.analytics import KeySet, Query
+from dpkit.analytics.engines.duckdb import DuckDBEngine
 
 KEYS = KeySet.from_values(region=["a", "b", "c"])
 Histograms = dict[tuple[Any, ...], dict[int, int]]
@@ -142,7 +143,7 @@ def test_kept_values_change_with_the_salt_not_with_their_order() -> None:
 def test_window_fallback_keeps_the_same_values(
     max_rows: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Row bounds >= 10^6 exceed DuckDB's arg_min n and take the other branch (pairs
+    # Row bounds >= 10^6 exceed DuckDB's min_by n and take the other branch (pairs
     # with <= m values keep all, larger pairs a window); lowering the limit runs it on
     # a small table: it must keep exactly the values the bounded aggregate keeps.
     frame = pd.concat(
@@ -150,7 +151,7 @@ def test_window_fallback_keeps_the_same_values(
         ignore_index=True,
     )
     expected = _histograms(frame, max_groups=2, max_rows=max_rows)
-    monkeypatch.setattr(_engine, "_ARG_MIN_LIMIT", 2)
+    monkeypatch.setattr(DuckDBEngine, "top_n_limit", 2)
     assert _histograms(frame, max_groups=2, max_rows=max_rows) == expected
 
 

@@ -14,7 +14,7 @@ import pytest
 
 import dpkit as dp
 from dpkit.analytics import KeySet, Query
-from dpkit.analytics._engine import EngineResult
+from dpkit.analytics.engines import EngineResult
 from dpkit.analytics._order import OrderSpec
 from dpkit.analytics._plan import Plan
 from dpkit.analytics.query import AggregationKind

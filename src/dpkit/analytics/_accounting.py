@@ -46,7 +46,7 @@ Budget kinds (the ledger's currency)
     covered by that theorem.
 
 Noise and errors are integer: counts are integers, and sums are exact integer sums of
-values clamped and rounded to a fixed-point grid (see :mod:`dpkit.analytics._engine`),
+values clamped and rounded to a fixed-point grid (see :mod:`dpkit.analytics.engines`),
 so the exact samplers of :mod:`dpkit.noise` apply with no floating-point leak.
 """
 

@@ -120,7 +120,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dpkit.analytics._engine import NUMBER_TYPES
+from dpkit.analytics.engines import NUMBER_TYPES
 from dpkit.errors import DataError, InvalidParameter
 
 __all__ = [

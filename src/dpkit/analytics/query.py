@@ -340,7 +340,7 @@ class Query:
         groups = None if max_groups is None else check.check_count(max_groups, "max_groups", owner)
         rows = None if max_rows is None else check.check_count(max_rows, "max_rows", owner)
         # The engine's integer arithmetic is sized from these public bounds (a pair's
-        # scaled sum stays below 2^61 * 2^31 in HUGEINT; dpkit.analytics._engine).
+        # scaled sum stays below 2^61 * 2^31 in HUGEINT; dpkit.analytics.engines).
         for name, value in (("max_groups", groups), ("max_rows", rows)):
             if value is not None and value > MAX_CONTRIBUTION_BOUND:
                 raise InvalidParameter.for_parameter(

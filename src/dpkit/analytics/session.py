@@ -49,7 +49,7 @@ from dpkit.analytics._accounting import (
     selection_threshold,
 )
 from dpkit.analytics._compile import CompiledQuery, compile_query, salt_from
-from dpkit.analytics._engine import DuckDBEngine, Engine, quote
+from dpkit.analytics.engines import DuckDBEngine, Engine, quote
 from dpkit.analytics._ledger import Ledger, SpendRecord
 from dpkit.analytics._order import release_order, released_bounds
 from dpkit.analytics._partition import plan_partition
@@ -162,6 +162,7 @@ class Session:
         selection_delta: float | None = None,
         rng: RandomLike | None = None,
         schema: Mapping[str, str] | None = None,
+        engine: str = "duckdb",
     ) -> Session:
         """A Session over a Parquet (``.parquet``, ``.pq``) or CSV (``.csv``,
         ``.csv.gz``, ``.tsv``, ``.tsv.gz``) file.
@@ -184,6 +185,10 @@ class Session:
             Optional ``{column: DuckDB type}`` (e.g. ``{"age": "BIGINT"}``): these
             columns are converted to these types (``TRY_CAST``; a value that does not
             parse becomes NULL) instead of the sniffed (CSV) or stored (Parquet) ones.
+        engine:
+            ``"duckdb"`` (default) or ``"spark"``: the file is read by Spark (the active
+            SparkSession, or a local one started now; see :meth:`from_spark`), CSV types
+            inferred by Spark unless ``schema=`` names them.
 
         Returns
         -------
@@ -213,15 +218,75 @@ class Session:
         from dpkit.analytics._sources import check_schema, open_file
 
         owner = "Session.from_path"
+        if engine not in ("duckdb", "spark"):
+            raise InvalidParameter.for_parameter("engine", owner, "'duckdb' or 'spark'", engine)
         checked = check_schema(schema, owner)
         file = Path(path)
         if not file.exists():
             raise DataError(f"{owner}: no file at {str(file)!r}.")
-        opened = open_file(file, schema=checked, owner=owner)
-        engine = DuckDBEngine(opened.connection, opened.relation)
+        chosen: Engine
+        if engine == "spark":
+            from dpkit.analytics.engines.spark import SparkEngine, read_path, spark_session
+
+            frame = read_path(spark_session(owner), str(file.resolve()), checked, owner)
+            chosen = SparkEngine(frame)
+        else:
+            opened = open_file(file, schema=checked, owner=owner)
+            chosen = DuckDBEngine(opened.connection, opened.relation)
         return cls(
-            engine,
+            chosen,
             source=f"file:{file.resolve()}",
+            privacy_unit=privacy_unit,
+            budget=budget,
+            ledger=ledger,
+            rng=rng,
+            selection_delta=selection_delta,
+        )
+
+    @classmethod
+    def from_spark(
+        cls,
+        dataframe: Any,
+        *,
+        privacy_unit: str | None = None,
+        budget: Guarantee,
+        ledger: str | Path | None = None,
+        selection_delta: float | None = None,
+        rng: RandomLike | None = None,
+        source: str | None = None,
+    ) -> Session:
+        """A Session over a Spark DataFrame, computed on its cluster.
+
+        Every query runs as Spark SQL (the DuckDB engine's statements in Spark's
+        dialect, :mod:`dpkit.analytics.engines.spark`); only per-group aggregates come
+        back to the driver, and noise is added here. For the same rows, salt and query,
+        the exact aggregates equal the DuckDB engine's.
+
+        Parameters
+        ----------
+        dataframe:
+            A ``pyspark.sql.DataFrame`` (PySpark: ``pip install 'dpkit[spark]'``).
+        privacy_unit, budget, ledger, selection_delta, rng:
+            As for :class:`Session`.
+        source:
+            The name under which the ledger records this data (default ``"spark"``);
+            give a stable name, e.g. the table's path, to resume a ledger.
+
+        Raises
+        ------
+        InvalidParameter
+            If PySpark is not installed or ``dataframe`` is not a Spark DataFrame.
+        """
+        from dpkit.analytics.engines.spark import SparkEngine
+
+        owner = "Session.from_spark"
+        if not hasattr(dataframe, "sparkSession") or not hasattr(dataframe, "schema"):
+            raise InvalidParameter.for_parameter(
+                "dataframe", owner, "a pyspark.sql.DataFrame", dataframe
+            )
+        return cls(
+            SparkEngine(dataframe),
+            source=f"spark:{source}" if source is not None else "spark",
             privacy_unit=privacy_unit,
             budget=budget,
             ledger=ledger,

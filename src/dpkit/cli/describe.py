@@ -87,7 +87,7 @@ def open_session(
     """A Session over ``data``, as :meth:`~dpkit.Session.from_path` opens it, with the
     CSV reading options of the command line (the same ``source``, so a ledger written
     by one is resumed by the other)."""
-    from dpkit.analytics._engine import DuckDBEngine
+    from dpkit.analytics.engines import DuckDBEngine
     from dpkit.analytics._sources import open_file
     from dpkit.analytics.session import Session
 

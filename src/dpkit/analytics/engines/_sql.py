@@ -1,0 +1,586 @@
+"""The SQL every engine runs, written once: :class:`SqlEngine`.
+
+A SQL engine is this class plus a dialect: a subclass sets a handful of spellings
+(:class:`SqlEngine`'s "dialect" attributes and methods: identifier quotes, the wide
+integer type, integer division, a semi join, array access...) and says how to run a
+statement. Everything that carries a privacy argument -- contribution bounding, the
+fixed-point sums, the keyed hash -- is here, once, so DuckDB and Spark compute the same
+integers from the same rows (tests/engines/test_parity.py compares them bit for bit).
+
+Why not SQLGlot for the whole statement: transpiling the DuckDB statements to Spark
+(measured with SQLGlot 30) silently dropped ``arg_min``'s third argument (keep ``m``
+values became keep one), kept DuckDB's 1-based list subscript ``e[i]`` in a dialect
+where ``e[i]`` is 0-based, kept ``hash`` (a different function in Spark) and emitted a
+type (``INT128``) Spark does not have: wrong numbers, not errors. The statements below
+use a small, explicit set of dialect hooks instead. SQLGlot is used where it serves --
+for the user's expressions (:meth:`SqlEngine.expression`), which come from a small
+allowlisted grammar (:mod:`dpkit.analytics._expr`) whose every construct is tested on
+both engines.
+
+Contribution bounding (privacy unit ``u``, group ``g``, at most ``k`` groups per unit
+and ``m`` rows per unit and group) happens in the engine, and each unit's contribution
+depends only on that unit's rows and a secret per-query salt ``s``:
+
+1. ``pairs``: one row per (u, g) with its row count ``c`` and exact integer sums ``S``
+   (of the clamped fixed-point values, of their squares, of non-missing values).
+2. A pair with ``c <= m`` contributes all its rows. A pair with ``c > m`` is scaled to
+   ``m`` rows' worth: count ``m``, each sum ``trunc(S * m / c)`` computed exactly in
+   integers -- a person with more than ``m`` rows in a group contributes the average of
+   their rows, ``m`` times. Each scaled sum stays in ``m`` times the one-row range, so
+   the sensitivities are those of ``m`` kept rows (proof at the SQL). This is the
+   expectation of keeping ``m`` rows drawn at random, with less variance, and it needs
+   no row-level ranking. Means stay consistent: the sum and the count of values of a
+   pair are scaled by the same factor ``m / c``.
+3. Each unit keeps its ``k`` groups of smallest ``(H(s, u, g), g)`` where ``H`` is
+   dpkit's keyed hash (:mod:`._hash`).
+4. Final ``GROUP BY g``.
+
+Statistics that need real rows (grid histograms for quantiles) keep, for a pair with
+more than ``m`` non-missing values, the ``m`` of smallest ``(H(s, u, g, i), i)`` where
+``i`` is the value's grid index (rows of one index are interchangeable in a histogram);
+their groups are chosen by the same rule as step 3.
+
+Rows whose privacy unit or a group key is NULL are dropped (they cannot be attributed
+to a person, and dropping rows one by one is stable). Nothing but per-group aggregates
+leaves the engine.
+
+Failures (the Session's threat model, docs/analytics.md): every statement the engine
+will run for a query is first *bound* (:meth:`SqlEngine.prepare`), which checks names,
+types and functions without reading a row; a failure there depends on the schema and
+the query only and is reported before anything is charged. The SQL itself cannot fail
+on row values: user expressions are total (:mod:`dpkit.analytics._expr`), keys are of
+the column's type (:mod:`dpkit.analytics._keys`), integer widths follow from public
+bounds (below), and the hash's arithmetic stays below 2^63. What can still fail while
+rows are read (out of memory, a disk error) happens after the charge, keeps it, and is
+reported as :class:`~dpkit.errors.EngineError` naming the error's class only.
+
+Why this module is long (~600 lines): it is the one place where dpkit writes SQL, and
+the contribution-bounding statements carry their proofs in comments next to them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from dpkit.analytics._order import OrderSpec, snap_sql
+from dpkit.analytics._plan import PartScope, Plan, Statistic
+from dpkit.analytics.engines._base import EngineResult
+from dpkit.analytics.engines._hash import HashDialect, KeyedHash, TypedPart
+from dpkit.errors import DataError
+
+__all__ = ["SqlEngine"]
+
+
+def _literal(value: float) -> str:
+    text = repr(float(value))
+    if text in ("inf", "-inf", "nan"):
+        raise DataError(f"A bound {text} cannot be used in SQL.")
+    return f"CAST({text} AS DOUBLE)"
+
+
+class SqlEngine:
+    """The SQL of a plan, for an engine that runs SQL (subclasses set the dialect)."""
+
+    # ------------------------------------------------------------------ dialect
+    #: Hint on the row-level CTEs read twice by the quantile path (DuckDB would
+    #: otherwise materialise every row: 3.4 GB at 10^8 rows; 1.4 GB without).
+    cte_hint = ""
+    #: An exact integer type wide enough for 2^124 (sums of scaled pair sums).
+    wide = "HUGEINT"
+    #: A semi join (rows of the left side with a match on the right).
+    semi_join = "SEMI JOIN"
+    #: The table function expanding a list into rows, in a SELECT list.
+    explode = "unnest"
+    #: Largest ``n`` of ``min_by(x, key, n)`` (DuckDB takes n below 10^6).
+    top_n_limit = 999_999
+    #: The string type for CAST.
+    text = "VARCHAR"
+
+    def q(self, name: str) -> str:
+        """An identifier in this engine's SQL."""
+        return '"' + name.replace('"', '""') + '"'
+
+    def expression(self, sql: str, derived: Sequence[tuple[str, str]] = ()) -> str:
+        """A plan expression (dpkit's canonical SQL, DuckDB's dialect) in this dialect,
+        over the base columns and the ``derived`` ones."""
+        return sql
+
+    def int_div(self, a: str, b: str) -> str:
+        """Integer division truncating towards zero."""
+        return f"(({a}) // ({b}))"
+
+    def wide_sum(self, x: str) -> str:
+        """An exact sum of BIGINT values (no overflow for 2^31 summands below 2^93)."""
+        return f"sum({x})"
+
+    def double_array(self, values: Sequence[float]) -> tuple[str, list[Any]]:
+        """SQL of a DOUBLE array and its parameters."""
+        return "CAST(? AS DOUBLE[])", [list(values)]
+
+    def element(self, array: str, index: str) -> str:
+        """The element of ``array`` at 1-based ``index``."""
+        return f"{array}[{index}]"
+
+    def pair(self, first: str, second: str) -> str:
+        """An orderable pair, compared first on ``first`` then on ``second``."""
+        return f"row({first}, {second})"
+
+    def hash_dialect(self) -> HashDialect:
+        return HashDialect(
+            hex_to_bigint=lambda s: f"CAST(('0x' || {s}) AS BIGINT)",
+            date_days=lambda s: f"CAST(date_diff('day', DATE '1970-01-01', {s}) AS BIGINT)",
+            epoch_micros=lambda s: f"epoch_us({s})",
+            int_div=self.int_div,
+            text=self.text,
+        )
+
+    # ------------------------------------------------------------------ engine hooks
+    @property
+    def relation(self) -> str:
+        """SQL of the source relation (a table, a view or a table function call)."""
+        raise NotImplementedError
+
+    def schema(self, derived: Sequence[tuple[str, str]] = ()) -> dict[str, str]:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ helpers
+    def _hash(self, salt: int) -> KeyedHash:
+        return KeyedHash(salt, self.hash_dialect())
+
+    def _types(self, plan: Plan) -> dict[str, str]:
+        """Types of the plan's columns (base and derived), binned groups as BIGINT."""
+        types = self.schema(plan.derived)
+        for name, _source, _edges in plan.bins:
+            types[name] = "BIGINT"
+        return types
+
+    def _value_sql(self, plan: Plan, stat: Statistic) -> str:
+        assert stat.expression is not None
+        expression = self.expression(stat.expression, plan.derived)
+        x = f"CAST(({expression}) AS DOUBLE)"
+        skip = f"{x} IS NULL OR isnan({x})"
+        if stat.op == "values":
+            return f"CASE WHEN {skip} THEN NULL ELSE 1 END"
+        if stat.op == "distinct":
+            return f"({expression})"
+        clamped = f"LEAST(GREATEST({x}, {_literal(stat.low)}), {_literal(stat.high)})"
+        if stat.square:
+            r2 = ((stat.high - stat.low) / 2.0) ** 2
+            centred = f"({clamped} - {_literal(stat.mid)})"
+            clamped = f"LEAST(GREATEST({centred} * {centred}, CAST(0.0 AS DOUBLE)), {_literal(r2)})"
+        scaled = f"CAST(ROUND({clamped} * {_literal(stat.inv)}) AS BIGINT) - {int(stat.center)}"
+        return f"CASE WHEN {skip} THEN NULL ELSE {scaled} END"
+
+    def _source(
+        self,
+        derived: Sequence[tuple[str, str]],
+        partitions: Sequence[PartScope] = (),
+        unit: str | None = None,
+    ) -> tuple[str, list[Any]]:
+        """SQL of the rows a (sub-)Session sees, with derived columns, and its parameters."""
+        sql, params = f"SELECT * FROM {self.relation}", list[Any]()
+        types = self.schema() if partitions and unit is not None else {}
+        for part in partitions:
+            # Each level keeps the rows of the level before it with column = key; with a
+            # privacy unit, only the units whose row of smallest (H(salt, unit, column),
+            # column) among their rows visible at this level lies in this part: a rule
+            # on that unit's rows alone, so adding or removing a unit changes one part
+            # only. The tie-break by value makes the rule deterministic, so the part
+            # queries, run one by one, agree on every unit's part.
+            c = self.q(part.column)
+            level = f"SELECT * FROM ({sql}) AS __p WHERE {c} = ?"
+            level_params = [*params, part.key]
+            if unit is not None:
+                u = self.q(unit)
+                keyed = self._hash(part.salt)
+                linear = keyed.linear(
+                    [TypedPart(u, types[unit]), TypedPart(c, types[part.column])]
+                )
+                level += (
+                    f" AND {u} IN (SELECT __pu FROM (SELECT {u} AS __pu, {c} AS __pc, "
+                    f"{linear} AS __hl FROM ({sql}) AS __q WHERE {u} IS NOT NULL AND "
+                    f"{c} IS NOT NULL) AS __r GROUP BY __pu HAVING "
+                    f"min_by(__pc, {self.pair(keyed.finish('__hl'), '__pc')}) = ?)"
+                )
+                level_params += [*params, part.key]
+            sql, params = level, level_params
+        for i, (name, expression) in enumerate(derived):
+            rendered = self.expression(expression, derived[:i])
+            sql = f"SELECT *, ({rendered}) AS {self.q(name)} FROM ({sql})"
+        return sql, params
+
+    # ------------------------------------------------------------------ compile
+    def compile(self, plan: Plan) -> tuple[str, list[Any]]:
+        """The SQL statement and its parameters for ``plan``."""
+        values = [
+            f"{self._value_sql(plan, stat)} AS __v{i}"
+            for i, stat in enumerate(plan.statistics)
+            if stat.op in ("values", "fixed_sum", "distinct")
+        ]
+        ctes, params, rows_from, groups = self._rows(plan, values)
+        if plan.unit is None:
+            final = self._row_level(plan, groups, rows_from)
+        else:
+            final = self._bounded(plan, groups, rows_from, ctes)
+        return "WITH " + ", ".join(ctes) + " " + final, params
+
+    def _rows(self, plan: Plan, values: list[str]) -> tuple[list[str], list[Any], str, list[str]]:
+        """CTEs of the plan's rows (filters, derived columns, keys), their parameters,
+        the name of the last CTE and the group columns' aliases."""
+        groups = [f"__g{i}" for i in range(len(plan.group_columns))]
+        select = []
+        if plan.unit is not None:
+            select.append(f"{self.q(plan.unit)} AS __u")
+        for name, column in zip(groups, plan.group_columns, strict=True):
+            select.append(f"{self._group_sql(plan, column)} AS {name}")
+        select.extend(values)
+        where = [f"({self.expression(f, plan.derived)})" for f in plan.filters]
+        if plan.unit is not None:
+            where.append(f"{self.q(plan.unit)} IS NOT NULL")
+        where += [f"{self._group_sql(plan, c)} IS NOT NULL" for c in plan.group_columns]
+        source, params = self._source(plan.derived, plan.partitions, plan.unit)
+        base = f"SELECT {', '.join(select) or '1 AS __one'} FROM ({source}) AS __src"
+        if where:
+            base += " WHERE " + " AND ".join(where)
+        ctes = [f"__base AS {self.cte_hint}({base})"]
+        if plan.keys is not None and len(groups) == 1:
+            # One key column: an IN list (measured faster in DuckDB than a SEMI JOIN
+            # with a VALUES table on 10^7 rows; benchmarks/results/session.md).
+            params.extend(key[0] for key in plan.keys.keys)
+            marks = ", ".join("?" for _ in plan.keys.keys)
+            ctes.append(
+                f"__kept AS {self.cte_hint}(SELECT * FROM __base WHERE {groups[0]} IN ({marks}))"
+            )
+            rows_from = "__kept"
+        elif plan.keys is not None:
+            placeholders = ", ".join(
+                "(" + ", ".join("?" for _ in key) + ")" for key in plan.keys.keys
+            )
+            for key in plan.keys.keys:
+                params.extend(key)
+            names = ", ".join(f"__k{i}" for i in range(len(groups)))
+            ctes.append(f"__keys({names}) AS (VALUES {placeholders})")
+            cond = " AND ".join(f"b.{g} = k.__k{i}" for i, g in enumerate(groups))
+            ctes.append(
+                f"__kept AS {self.cte_hint}(SELECT b.* FROM __base b {self.semi_join} "
+                f"__keys k ON {cond})"
+            )
+            rows_from = "__kept"
+        else:
+            rows_from = "__base"
+        return ctes, params, rows_from, groups
+
+    def _pair_parts(self, plan: Plan, groups: list[str]) -> list[TypedPart]:
+        """The hash parts of a (unit, groups) pair, typed."""
+        assert plan.unit is not None
+        types = self._types(plan)
+        parts = [TypedPart("__u", types[plan.unit])]
+        parts += [
+            TypedPart(g, types[column]) for g, column in zip(groups, plan.group_columns, strict=True)
+        ]
+        return parts
+
+    def histogram_sql(self, plan: Plan, spec: OrderSpec) -> tuple[str, list[Any]]:
+        """SQL of the per-group grid histogram of ``spec`` (see dpkit.analytics._order)."""
+        raw = f"CAST(({self.expression(spec.expression, plan.derived)}) AS DOUBLE)"
+        if spec.kind == "min":
+            raw = f"(-{raw})"
+        value = f"CASE WHEN isnan({raw}) THEN NULL ELSE {raw} END AS __xr"
+        ctes, params, rows_from, groups = self._rows(plan, [value])
+        gl = "".join(f", {g}" for g in groups)
+        unit = "__u, " if plan.unit is not None else ""
+        # Every non-missing value's grid index, at row level (the index is monotone in
+        # the value, so the index of a person's maximum is the maximum of their indices).
+        x, guess = snap_sql(spec, "__xr")
+        ctes.append(
+            f"__snap AS (SELECT {unit}{x} AS __x{gl} FROM {rows_from} WHERE __xr IS NOT NULL)"
+        )
+        ctes.append(f"__guess AS (SELECT {unit}__x, {guess} AS __gi{gl} FROM __snap)")
+        cuts, cut_params = self.double_array(spec.cuts())
+        ctes.append(f"__cuts AS (SELECT {cuts} AS __e)")
+        params.extend(cut_params)
+        above = self.element("__e", "__gi + 2")
+        below = self.element("__e", "__gi + 1")
+        index = f"__gi + CAST(__x >= {above} AS BIGINT) - CAST(__x < {below} AS BIGINT)"
+        ctes.append(f"__idx AS (SELECT {unit}{index} AS __i{gl} FROM __guess, __cuts)")
+        rows_from = "__idx"
+        if plan.unit is not None:
+            pair_keys = "__u" + gl
+            if groups:
+                keyed = self._hash(plan.salt)
+                linear = keyed.linear(self._pair_parts(plan, groups))
+                join = " AND ".join(f"r.{c} = p.{c}" for c in ["__u", *groups])
+                ctes.append(
+                    f"__gsel AS (SELECT {pair_keys} FROM (SELECT {pair_keys}, {linear} AS "
+                    f"__hl FROM (SELECT {pair_keys} FROM {rows_from} GROUP BY {pair_keys}) "
+                    f"AS __pp) AS __ph QUALIFY row_number() OVER (PARTITION BY __u ORDER BY "
+                    f"{keyed.finish('__hl')}{gl}) <= {plan.max_groups})"
+                )
+                ctes.append(
+                    f"__grows AS (SELECT r.* FROM {rows_from} r {self.semi_join} __gsel p "
+                    f"ON {join})"
+                )
+                rows_from = "__grows"
+            if spec.kind == "quantile":
+                ctes.extend(self._kept_values(plan, rows_from, groups))
+            else:
+                ctes.append(
+                    f"__vals AS (SELECT max(__i) AS __i{gl} FROM {rows_from} GROUP BY {pair_keys})"
+                )
+            rows_from = "__vals"
+        keys = "".join(f"{g}, " for g in groups)
+        final = f"SELECT {keys}__i, count(*) FROM {rows_from} GROUP BY {keys}__i"
+        return "WITH " + ", ".join(ctes) + " " + final, params
+
+    def _kept_values(self, plan: Plan, rows_from: str, groups: list[str]) -> list[str]:
+        """CTEs ending in ``__vals``: each (unit, group) pair's ``m`` grid indices of
+        smallest ``(H(salt, unit, groups, index), index)`` -- all of them if it has at
+        most ``m`` -- a rule on that pair's rows alone, whatever their order.
+
+        Rows with the same index share a hash and are interchangeable in the histogram;
+        the tie-break by index makes the choice deterministic, hence the same on every
+        engine.
+        """
+        m = plan.max_rows
+        gl = "".join(f", {g}" for g in groups)
+        pair_keys = "__u" + gl
+        keyed = self._hash(plan.salt)
+        linear = keyed.linear([*self._pair_parts(plan, groups), TypedPart("__i", "BIGINT")])
+        ctes = [f"__hv AS (SELECT {pair_keys}, __i, {linear} AS __hl FROM {rows_from})"]
+        key = self.pair(keyed.finish("__hl"), "__i")
+        if m <= self.top_n_limit:
+            # A bounded aggregate: the hash aggregate holds at most m (key, index)
+            # entries per pair, however many rows the pair has; no window over the
+            # rows. Measured at 10^8 rows (benchmarks/results/session.md): 1.36 GB for
+            # the median histogram, against 1.59 GB for a row_number() window over the
+            # kept rows; on the ungrouped private-bounds histogram a window would hold
+            # every row of the table. Memory grows with persons x k x m, not with rows.
+            ctes.append(
+                f"__top AS (SELECT {pair_keys}, min_by(__i, {key}, {m}) AS __is FROM __hv "
+                f"GROUP BY {pair_keys})"
+            )
+            ctes.append(f"__vals AS (SELECT {self.explode}(__is) AS __i{gl} FROM __top)")
+            return ctes
+        # m beyond min_by's n: pairs with at most m values keep them all (no ranking
+        # needed), and only the rows of pairs with more than m values -- a person with
+        # over 10^5 (Spark) or 10^6 (DuckDB) rows in one group -- go through a window.
+        on = " AND ".join(f"r.{c} = p.{c}" for c in ["__u", *groups])
+        ctes += [
+            f"__cnt AS (SELECT {pair_keys}, count(*) AS __c FROM __hv GROUP BY {pair_keys})",
+            f"__vals AS (SELECT r.__i{''.join(f', r.{g}' for g in groups)} FROM __hv r "
+            f"{self.semi_join} (SELECT * FROM __cnt WHERE __c <= {m}) p ON {on} "
+            f"UNION ALL SELECT __i{gl} FROM (SELECT r.* FROM __hv r {self.semi_join} "
+            f"(SELECT * FROM __cnt WHERE __c > {m}) p ON {on}) AS __big "
+            f"QUALIFY row_number() OVER (PARTITION BY {pair_keys} "
+            f"ORDER BY {keyed.finish('__hl')}, __i) <= {m})",
+        ]
+        return ctes
+
+    def histograms(self, plan: Plan, spec: OrderSpec) -> dict[tuple[Any, ...], dict[int, int]]:
+        """Per group key: grid index -> count (sparse), for ``spec`` (raises EngineError)."""
+        sql, params = self.histogram_sql(plan, spec)
+        width = len(plan.group_columns)
+        out: dict[tuple[Any, ...], dict[int, int]] = {}
+        for row in self._execute(sql, params):
+            out.setdefault(tuple(row[:width]), {})[int(row[width])] = int(row[width + 1])
+        return out
+
+    def _group_sql(self, plan: Plan, column: str) -> str:
+        for name, source, edges in plan.bins:
+            if name == column:
+                x = f"CAST({self.q(source)} AS DOUBLE)"
+                cases = " ".join(
+                    f"WHEN {x} < {_literal(edge)} THEN {i}" for i, edge in enumerate(edges[1:-1])
+                )
+                last = len(edges) - 2
+                return f"(CASE WHEN {x} IS NULL OR isnan({x}) THEN NULL {cases} ELSE {last} END)"
+        return self.q(column)
+
+    def _aggregates(self, plan: Plan) -> list[str]:
+        out = []
+        for i, stat in enumerate(plan.statistics):
+            if stat.op in ("rows", "units"):
+                out.append("count(*)")
+            elif stat.op == "values":
+                out.append(f"count(__v{i})")
+            elif stat.op == "fixed_sum":
+                out.append(self.wide_sum(f"__v{i}"))
+            else:  # distinct, row level only
+                out.append(f"count(DISTINCT __v{i})")
+        return out
+
+    def _row_level(self, plan: Plan, groups: list[str], rows_from: str) -> str:
+        aggs = ", ".join(self._aggregates(plan))
+        if not groups:
+            return f"SELECT {aggs} FROM {rows_from}"
+        keys = ", ".join(groups)
+        return f"SELECT {keys}, {aggs} FROM {rows_from} GROUP BY {keys}"
+
+    def _bounded(self, plan: Plan, groups: list[str], rows_from: str, ctes: list[str]) -> str:
+        m, k = plan.max_rows, plan.max_groups
+        row_source = rows_from
+        pair_keys = ", ".join(["__u", *groups])
+        sums = [i for i, s in enumerate(plan.statistics) if s.op in ("values", "fixed_sum")]
+        pair_aggs = ["count(*) AS __c"]
+        for i in sums:
+            summed = (
+                f"count(__v{i})" if plan.statistics[i].op == "values" else self.wide_sum(f"__v{i}")
+            )
+            pair_aggs.append(f"{summed} AS __s{i}")
+        ctes.append(
+            f"__pairs AS (SELECT {pair_keys}, {', '.join(pair_aggs)} FROM {rows_from} "
+            f"GROUP BY {pair_keys})"
+        )
+        # Step 2 of the module docstring. A pair with c > m rows is scaled to m rows'
+        # worth: S -> trunc(S * m / c). Why the per-row bound still holds: every row's
+        # integer summand lies in [a, b] (integers, Statistic.unit_range), so
+        # S in [c a, c b] and S m / c in [m a, m b]; truncation towards zero maps a real
+        # number in an interval with integer ends into the same interval. So the pair's
+        # contribution is in [m a, m b], the same range as m kept rows: the per-group
+        # sensitivity m * max(|a|, |b|) is unchanged. For counts of values (a = 0,
+        # b = 1) it gives trunc(v m / c) <= m.
+        #
+        # trunc(S m / c) is computed as q m + trunc(r m / c) with S = q c + r (integer
+        # division truncates and % takes the dividend's sign, in DuckDB and Spark, so
+        # q m and r m / c share S's sign and the truncations add up). Widths, from
+        # public bounds only: every summand is below 2^62 in absolute value
+        # (Statistic.unit_range, 2^61 steps plus the centre), so |q| < 2^62, |q m| <
+        # 2^93 and |r m| < c m < 2^94 (m <= 2^31, c < 2^63): nothing overflows the wide
+        # type (2^127 for HUGEINT, 10^38 > 2^126 for DECIMAL(38,0)), on any data.
+        scaled = [f"least(__c, {m}) AS __c"]
+        for i in sums:
+            s = f"CAST(__s{i} AS {self.wide})"
+            quotient = f"CAST({self.int_div(s, '__c')} AS {self.wide})"
+            remainder = self.int_div(f"({s} % __c) * {m}", "__c")
+            scaled.append(
+                f"CASE WHEN __c <= {m} THEN {s} ELSE {quotient} * {m} + {remainder} END AS __s{i}"
+            )
+        if groups:
+            # Step 3: each unit's k groups of smallest (H(salt, unit, groups), groups).
+            keyed = self._hash(plan.salt)
+            scaled.append(f"{keyed.linear(self._pair_parts(plan, groups))} AS __hl")
+        ctes.append(f"__bounded AS (SELECT {pair_keys}, {', '.join(scaled)} FROM __pairs)")
+        if groups:
+            order = f"{keyed.finish('__hl')}, {', '.join(groups)}"
+            ctes.append(
+                f"__ranked AS (SELECT * FROM __bounded QUALIFY row_number() OVER "
+                f"(PARTITION BY __u ORDER BY {order}) <= {k})"
+            )
+            rows_from = "__ranked"
+        else:
+            rows_from = "__bounded"
+        distinct = [i for i, stat in enumerate(plan.statistics) if stat.op == "distinct"]
+        keys = ", ".join(groups)
+        # Only distinct counts: the pairs' aggregate still needs one column (it gives
+        # the groups the distinct counts are joined to).
+        main_columns = self._main_columns(plan) or ["count(*) AS __pairs"]
+        main = (
+            f"SELECT {keys + ', ' if groups else ''}{', '.join(main_columns)} "
+            f"FROM {rows_from}" + (f" GROUP BY {keys}" if groups else "")
+        )
+        if not distinct:
+            return main
+        for i in distinct:
+            self._distinct_values(plan, groups, row_source, rows_from, ctes, i)
+        # Statistics in plan order: distinct counts from their CTEs (0 for a group whose
+        # kept persons have no non-NULL value), the others from the pairs' aggregate.
+        joins = "".join(
+            f" LEFT JOIN __dist{i} AS __d{i} ON "
+            + (" AND ".join(f"__m.{g} IS NOT DISTINCT FROM __d{i}.{g}" for g in groups) or "TRUE")
+            for i in distinct
+        )
+        selected = [f"__m.{g}" for g in groups]
+        selected += [
+            f"coalesce(__d{i}.__n, 0)" if i in distinct else f"__m.__a{i}"
+            for i in range(len(plan.statistics))
+        ]
+        return f"SELECT {', '.join(selected)} FROM ({main}) AS __m{joins}"
+
+    def _main_columns(self, plan: Plan) -> list[str]:
+        """The per-group aggregates over the bounded pairs, named ``__a{i}``."""
+        out = []
+        for i, stat in enumerate(plan.statistics):
+            if stat.op == "rows":
+                out.append(f"sum(__c) AS __a{i}")
+            elif stat.op == "units":
+                out.append(f"count(*) AS __a{i}")
+            elif stat.op in ("values", "fixed_sum"):
+                out.append(f"sum(__s{i}) AS __a{i}")
+        return out
+
+    def _distinct_values(
+        self, plan: Plan, groups: list[str], row_source: str, pairs: str, ctes: list[str], i: int
+    ) -> None:
+        """CTE ``__dist{i}``: per group, the number of distinct values of statistic ``i``
+        when every person keeps at most ``max_rows`` of its distinct values per group
+        (those of smallest keyed hash, ties by value: a rule on that person's rows alone)
+        in the groups the pairs kept. A person then changes a group's count by at most
+        ``max_rows``."""
+        m = plan.max_rows
+        pair_keys = ", ".join(["__u", *groups])
+        expression = plan.statistics[i].expression
+        assert expression is not None
+        value_type = self.schema([*plan.derived, ("__dpkit_value", expression)])["__dpkit_value"]
+        keyed = self._hash(plan.salt)
+        linear = keyed.linear([*self._pair_parts(plan, groups), TypedPart("__v", value_type)])
+        ctes.append(
+            f"__dv{i} AS (SELECT {pair_keys}, __v, {linear} AS __hl FROM (SELECT DISTINCT "
+            f"{pair_keys}, __v{i} AS __v FROM {row_source} WHERE __v{i} IS NOT NULL) AS __d)"
+        )
+        if groups:
+            join = " AND ".join(f"v.{c} = p.{c}" for c in ["__u", *groups])
+            ctes.append(
+                f"__dvk{i} AS (SELECT v.* FROM __dv{i} v {self.semi_join} {pairs} p ON {join})"
+            )
+            source = f"__dvk{i}"
+        else:
+            source = f"__dv{i}"
+        # A window, not min_by: it ranks the distinct (unit, group, value) triples that
+        # the DISTINCT above already holds (not the rows), and orders ties by value. On
+        # 10^7 rows with ~10^7 distinct values, arg_min(v, hash, m) used as much memory
+        # or more (576-719 MiB against 544-557 MiB) and was no faster.
+        ctes.append(
+            f"__dvb{i} AS (SELECT * FROM {source} QUALIFY row_number() OVER "
+            f"(PARTITION BY {pair_keys} ORDER BY {keyed.finish('__hl')}, __v) <= {m})"
+        )
+        keys = ", ".join(groups)
+        if groups:
+            ctes.append(
+                f"__dist{i} AS (SELECT {keys}, count(DISTINCT __v) AS __n FROM __dvb{i} "
+                f"GROUP BY {keys})"
+            )
+        else:
+            ctes.append(f"__dist{i} AS (SELECT count(DISTINCT __v) AS __n FROM __dvb{i})")
+
+    # ------------------------------------------------------------------ run
+    def _execute(
+        self, sql: str, params: Sequence[Any] = (), *, reads_rows: bool = True
+    ) -> list[tuple[Any, ...]]:
+        """Run ``sql``; raise EngineError (schema-level text only when ``reads_rows`` is
+        False, the class name otherwise)."""
+        raise NotImplementedError
+
+    def _bind(self, sql: str, params: Sequence[Any]) -> None:
+        """Bind ``sql`` without reading a row; raise EngineError if it does not bind."""
+        raise NotImplementedError
+
+    def prepare(self, plan: Plan, orders: Sequence[OrderSpec] = ()) -> None:
+        # Binding checks names, types and functions without reading the data, so every
+        # failure that the query's shape can cause is raised here, before the Session
+        # charges anything.
+        statements = [self.histogram_sql(plan, spec) for spec in orders]
+        if plan.statistics:
+            statements.append(self.compile(plan))
+        for sql, params in statements:
+            self._bind(sql, params)
+
+    def aggregate(self, plan: Plan) -> EngineResult:
+        sql, params = self.compile(plan)
+        rows = self._execute(sql, params)
+        width = len(plan.group_columns)
+        result: EngineResult = {}
+        for row in rows:
+            key = tuple(row[:width])
+            result[key] = [0 if v is None else int(v) for v in row[width:]]
+        return result
