@@ -14,6 +14,7 @@ from rich.console import Console
 from scipy.stats import binom
 
 import dpkit as dp
+from dpkit.analytics._describe_scales import _Scale
 from dpkit.analytics.describe import (
     column_kind,
     consistent_order_statistics,
@@ -559,3 +560,43 @@ def test_counts_per_value_of_an_integer_valued_double_leave_other_values_out() -
     fractional = _by_name(column)["not integers"]
     assert fractional.ci_low is not None and fractional.ci_high is not None
     assert fractional.ci_low <= 300 <= fractional.ci_high
+
+
+_DAY = 86_400.0
+_DATES = (-2208988800.0, 4102444800.0)
+
+
+@pytest.mark.parametrize(
+    ("sql_type", "low", "high", "rounding"),
+    [
+        ("BIGINT", 0.0, 511.0, 0.0),  # integers on the integers
+        ("BIGINT", 0.0, 2.0**20, (2.0**20 / 10_000) / 2 + 0.5),  # a coarser grid, snapped
+        ("DOUBLE", 0.0, 64.0, 0.005),  # a 0.01 grid
+        ("DOUBLE", 0.125, 0.25, 0.00001),  # a 0.00002 grid from 0.125
+        ("DATE", 0.0, 365 * _DAY, 0.0),  # whole days on whole days
+        ("TIMESTAMP", 0.0, 10_000 * 60.0, 30.0),  # a one-minute grid
+    ],
+    ids=["int", "wide-int", "double", "small-double", "date", "timestamp"],
+)
+def test_grid_rounding_is_half_a_step_unless_the_grid_is_the_support(
+    sql_type: str, low: float, high: float, rounding: float
+) -> None:
+    assert math.isclose(_Scale.of(sql_type, _DATES).rounding(low, high), rounding, abs_tol=1e-12)
+
+
+def test_percentiles_state_their_grid_rounding() -> None:
+    # Doubles: percentiles and max are grid points, and say that their accuracy is for
+    # the data rounded to the grid; integers on an integer grid do not.
+    frame = _kinds_table()
+    session = dp.Session.from_pandas(frame, budget=dp.ZCDP(0.5), rng=8)
+    summary = describe(session, columns=["x", "years"])
+    columns = {c.name: c for c in summary.columns}
+    x = _by_name(columns["x"])
+    for name in ("p5", "p50", "p95", "max"):
+        assert x[name].rounding > 0, name
+        assert "(grid)" in x[name].caveat
+    years = _by_name(columns["years"])
+    assert all(years[name].rounding == 0 for name in ("p5", "p50", "p95", "max"))
+    assert "(grid)" not in years["p50"].caveat
+    data = json.loads(to_json(summary))
+    assert data["columns"][0]["statistics"][2]["rounding"] == x["p25"].rounding

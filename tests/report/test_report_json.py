@@ -56,7 +56,7 @@ def test_schema_keys_are_stable(sample_summary: DatasetSummary) -> None:
     assert set(column["statistics"][0]) == {
         "name", "estimate", "std_error", "ci_low", "ci_high", "confidence",
         "mechanism", "budget", "unit",
-    } | {"limit", "caveat"}  # fmt: skip
+    } | {"limit", "caveat", "rounding"}  # fmt: skip
     assert set(column["histogram"]) == {
         "edges", "counts", "ci_low", "ci_high", "confidence", "mechanism", "budget", "unit",
     } | {"open_ended", "integer"}  # fmt: skip
@@ -146,3 +146,13 @@ def test_json_never_contains_nan(sample_summary: DatasetSummary) -> None:
     assert "NaN" not in text and "Infinity" not in text
     with pytest.raises(DataError, match="DatasetSummary"):
         to_json({"not": "a summary"})  # type: ignore[arg-type]
+
+
+def test_statistic_rounding_round_trips_and_defaults_to_zero(
+    sample_summary: DatasetSummary,
+) -> None:
+    doc = json.loads(to_json(sample_summary))
+    statistic = doc["columns"][0]["statistics"][0]
+    assert statistic["rounding"] == 0.0
+    del statistic["rounding"]  # a document written before the key
+    assert from_json(json.dumps(doc)) == sample_summary

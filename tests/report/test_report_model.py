@@ -44,6 +44,8 @@ GOOD_STAT: dict[str, Any] = {
         ({"confidence": 1.0}, "confidence"),
         ({"confidence": None}, "needs its confidence"),
         ({"budget": 0.5}, "Guarantee"),
+        ({"rounding": -0.5}, "rounding"),
+        ({"rounding": float("nan")}, "rounding"),
     ],
     ids=[
         "empty-name",
@@ -56,6 +58,8 @@ GOOD_STAT: dict[str, Any] = {
         "confidence-one",
         "interval-without-level",
         "float-budget",
+        "negative-rounding",
+        "nan-rounding",
     ],
 )
 def test_statistic_rejects_bad_fields(change: dict[str, Any], match: str) -> None:

@@ -146,6 +146,36 @@ class _Scale:
             return max(2, round((high - low) / step) + 1)  # grid points on round values
         return GRID_SIZE
 
+    def rounding(self, low: float, high: float) -> float:
+        """How far a value in ``[low, high]`` may be from the grid point it stands for.
+
+        The percentile and max queries snap every value to the nearest point of the
+        grid of :meth:`grid_size` points over the range, and their accuracy statements
+        (ranks, values above) hold for those snapped data; :meth:`snap` may move the
+        release once more. So a release is accurate, in raw data, up to half a grid
+        step plus that snap: 0 when the grid is the data's own support (an integer
+        type on the integers, a DATE on whole days).
+        """
+        size = self.grid_size(low, high)
+        step = (high - low) / (size - 1)
+        if self.integer:
+            return 0.0 if step == 1.0 else step / 2 + 0.5
+        if self.date == "DATE":
+            return 0.0 if step == _DAY else step / 2 + _DAY / 2
+        if self.date:
+            return step / 2
+        decimal = _decimal_step(low, high)
+        offset = low / decimal - round(low / decimal)
+        snapped = 0.0 if abs(offset) < 1e-6 else decimal / 2  # grid points off the step
+        return step / 2 + snapped
+
+    def show_rounding(self, rounding: float) -> str:
+        """A rounding of :meth:`rounding` for readers: a number, or days for dates."""
+        if self.date:
+            days = rounding / _DAY
+            return f"{days:.3g} day" + ("" if days == 1 else "s")
+        return f"{rounding:.3g}"
+
     def snap(self, value: float, low: float = 0.0, high: float = 0.0) -> float:
         """A released grid value on the support: integers, whole days, or (numbers) the
         decimal step of :func:`_decimal_step` (post-processing)."""

@@ -54,7 +54,7 @@ from dpkit.analytics._describe_scales import (
     consistent_order_statistics,
     is_integer_type,
 )
-from dpkit.analytics.engines import NUMBER_TYPES
+from dpkit.analytics._engine import NUMBER_TYPES
 from dpkit.analytics.query import Query
 from dpkit.analytics.session import Session
 from dpkit.errors import BudgetExceeded, DataError, InvalidParameter
@@ -789,9 +789,16 @@ class _Runner:
         trust_max = below <= radius
         levels, maximum = consistent_order_statistics(raw, raw_max, low, high, trust_max=trust_max)
         level = f"{self._confidence:.0%}"
+        rounding = scale.rounding(low, high)
+        grid_note = (
+            f"values rounded to \u00b1{scale.show_rounding(rounding)} (grid)" if rounding else ""
+        )
         rank_note = ""
         if radius > 0.05 * values:
             rank_note = f"rank accurate to \u00b1{radius:,} of about {values:,.0f} values ({level})"
+        rank_note = ", ".join(t for t in (rank_note, grid_note) if t)
+        if rank_note == grid_note and grid_note:
+            rank_note = f"rank of the {grid_note}"
         statistics: list[Statistic] = [count]
         for q, value in zip(PERCENTILES, levels, strict=True):
             statistics.append(
@@ -802,6 +809,7 @@ class _Runner:
                     budget=None,
                     unit=unit,
                     caveat=rank_note,
+                    rounding=rounding,
                 )
             )
         max_note = ""
@@ -811,6 +819,7 @@ class _Runner:
             )
         elif below > 0.05 * values:
             max_note = f"up to {below:,} values may lie above it ({level})"
+        max_note = ", ".join(t for t in (max_note, grid_note) if t)
         statistics.append(
             Statistic(
                 name="max",
@@ -820,6 +829,7 @@ class _Runner:
                 unit=unit,
                 limit="lower",
                 caveat=max_note,
+                rounding=rounding,
             )
         )
         notes.append(
@@ -830,6 +840,14 @@ class _Runner:
             "the max and the 95th percentile (by their accuracy statements) bounds the "
             "other."
         )
+        if rounding:
+            notes.append(
+                f"Percentiles and max are points of a grid over the range: their accuracy "
+                f"holds for the values rounded to it (each moved by up to "
+                f"{scale.show_rounding(rounding)}), so on tied data a release may lie up to "
+                f"{scale.show_rounding(rounding)} from a block of equal values of the stated "
+                "rank."
+            )
         statistics.append(mean)
         statistics.extend(extra)
         edges = scale.histogram_edges(levels[0], levels[-1], low, high)

@@ -145,6 +145,12 @@ class Statistic:
     caveat:
         A short public remark shown next to the interval, about a bias the interval
         does not cover (e.g. how much clamping to a range may move), or ``""``.
+    rounding:
+        For a value released on a grid (percentiles, maxima): its accuracy statement
+        holds for the data rounded to that grid, each value moved by at most this
+        much (in the statistic's unit), so on tied data the release may lie up to
+        ``rounding`` away from values of the stated rank. 0 when the grid is the
+        data's own support (integers, days) or there is no grid.
     """
 
     name: str
@@ -158,6 +164,7 @@ class Statistic:
     unit: str = ""
     limit: str = ""
     caveat: str = ""
+    rounding: float = 0.0
 
     def __post_init__(self) -> None:
         owner = "Statistic"
@@ -179,6 +186,10 @@ class Statistic:
         _text(self.caveat, "caveat", owner, empty=True)
         if self.limit not in LIMITS:
             raise InvalidParameter.for_parameter("limit", owner, f"one of {LIMITS}", self.limit)
+        rounding = _finite(self.rounding, "rounding", owner)
+        if rounding < 0:
+            raise InvalidParameter.for_parameter("rounding", owner, "a float >= 0", rounding)
+        object.__setattr__(self, "rounding", rounding)
 
     @classmethod
     def from_release(

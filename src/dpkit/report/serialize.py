@@ -12,9 +12,10 @@ schema may add keys, and will change the version only when it changes or removes
 Keys added within ``dpkit.report/1`` (absent in older documents, read with their
 defaults): top level ``requested`` and ``guarantee`` (the budget as asked and the
 guarantee the whole summary satisfies, both guarantees or null) and ``max_rows``;
-statistics ``limit`` (``""``, ``"lower"``, ``"upper"``) and ``caveat``; histograms ``open_ended``
-and ``integer``; columns ``sql_type``. ``budget`` keeps its meaning: what the summary
-spent in the Session's query currency (zCDP rho for ``(epsilon, delta)`` budgets).
+statistics ``limit`` (``""``, ``"lower"``, ``"upper"``), ``caveat`` and ``rounding``;
+histograms ``open_ended`` and ``integer``; columns ``sql_type``. ``budget`` keeps its
+meaning: what the summary spent in the Session's query currency (zCDP rho for
+``(epsilon, delta)`` budgets).
 
 Example
 -------
@@ -102,6 +103,7 @@ def _statistic(s: Statistic) -> dict[str, Any]:
         "unit": s.unit,
         "limit": s.limit,
         "caveat": s.caveat,
+        "rounding": s.rounding,
     }
 
 
@@ -193,6 +195,7 @@ def _read_statistic(d: Mapping[str, Any]) -> Statistic:
         unit=d.get("unit", ""),
         limit=d.get("limit", ""),
         caveat=d.get("caveat", ""),
+        rounding=d.get("rounding", 0.0),
     )
 
 
