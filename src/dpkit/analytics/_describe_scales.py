@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from dpkit.analytics._engine import NUMBER_TYPES
+from dpkit.analytics.engines import NUMBER_TYPES
 from dpkit.report.model import Statistic
 
 #: Points of the linear grid of the percentile and max queries (over the released range).

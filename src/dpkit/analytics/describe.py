@@ -54,7 +54,7 @@ from dpkit.analytics._describe_scales import (
     consistent_order_statistics,
     is_integer_type,
 )
-from dpkit.analytics._engine import NUMBER_TYPES
+from dpkit.analytics.engines import NUMBER_TYPES
 from dpkit.analytics.query import Query
 from dpkit.analytics.session import Session
 from dpkit.errors import BudgetExceeded, DataError, InvalidParameter
