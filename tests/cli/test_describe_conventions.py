@@ -108,6 +108,55 @@ def test_errors_under_json_are_json(csv_file: Path, tmp_path: Path, target: str)
     assert not (tmp_path / "s.json").exists()
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--bogus"], "No such option: --bogus"),
+        (["--epsilon", "abc"], "Invalid value for '--epsilon'"),
+        (["--max-rows", "1.5"], "Invalid value for '--max-rows'"),
+    ],
+    ids=["unknown-option", "bad-float", "bad-int"],
+)
+@pytest.mark.parametrize("target", ["-", "file", "equals"])
+def test_usage_errors_under_json_are_json(
+    csv_file: Path, tmp_path: Path, target: str, args: list[str], message: str
+) -> None:
+    # Click refuses these before the command runs; under --json they come out as the
+    # other errors do: one JSON object, where the JSON would go, exit code 2.
+    path = str(tmp_path / "s.json")
+    json_args = {"-": ["--json", "-"], "file": ["--json", path], "equals": [f"--json={path}"]}
+    result = describe(str(csv_file), *json_args[target], *args)
+    assert result.exit_code == 2
+    stream = result.stdout if target == "-" else result.stderr
+    error = json.loads(stream)
+    assert error == {"error": "UsageError", "message": error["message"]}
+    assert error["message"].startswith(message)
+    assert (result.stderr if target == "-" else result.stdout) == ""
+    assert not (tmp_path / "s.json").exists()
+
+
+def test_usage_errors_without_json_stay_click_messages(csv_file: Path) -> None:
+    result = describe(str(csv_file), "--bogus")
+    assert result.exit_code == 2
+    assert result.stdout == "" and "No such option: --bogus" in result.stderr
+    assert not result.stderr.lstrip().startswith("{")
+
+
+def test_a_missing_argument_or_json_value_is_a_json_error() -> None:
+    result = describe("--json", "-")
+    assert result.exit_code == 2
+    assert json.loads(result.stdout) == {
+        "error": "UsageError",
+        "message": "Missing argument 'data'.",
+    }
+    result = runner.invoke(app, ["demo", "--json"])  # JSON asked, no target: stderr
+    assert result.exit_code == 2
+    assert json.loads(result.stderr)["message"] == "Option '--json' requires an argument."
+    result = runner.invoke(app, ["demo", "--json", "-", "--people", "many"])
+    assert result.exit_code == 2
+    assert json.loads(result.stdout)["error"] == "UsageError"
+
+
 def test_plain_errors_go_to_stderr(csv_file: Path) -> None:
     result = describe(str(csv_file), "--epsilon", "-1")
     assert result.exit_code == 2

@@ -9,9 +9,11 @@ Conventions (docs/cli-describe.md):
   ``--json`` they are one JSON object ``{"error": CLASS, "message": MESSAGE}``, on
   standard error, or on standard output with ``--json -``. CLASS is the name of the
   dpkit exception (``InvalidParameter``, ``DataError``, ``BudgetExceeded``,
-  ``EngineError``, ...) or ``OSError`` for a file that cannot be written. The message
-  of an :class:`~dpkit.errors.EngineError` is never shown: the engine's text can quote
-  row values.
+  ``EngineError``, ...), ``OSError`` for a file that cannot be written, or
+  ``UsageError`` for a command line Click refuses (an unknown option, a bad value, a
+  missing argument; :class:`JsonErrorsCommand`). The message of an
+  :class:`~dpkit.errors.EngineError` is never shown: the engine's text can quote row
+  values.
 - The progress bar is drawn on standard error when it is a terminal, and not at all
   when it is not (piped, redirected, CI logs).
 - ``--open`` fails (before anything is spent) when no web browser can be found, and
@@ -22,20 +24,28 @@ from __future__ import annotations
 
 import json
 import webbrowser
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
+from typer.core import TyperCommand
+
+try:  # Typer vendors Click from 0.2x on; before, it uses Click itself
+    from typer._click.core import Context
+    from typer._click.exceptions import UsageError
+except ImportError:  # pragma: no cover
+    from click import Context, UsageError  # type: ignore[no-redef,import-not-found,unused-ignore]
 
 from dpkit.errors import EngineError, InvalidParameter
 
 if TYPE_CHECKING:
     from dpkit.report.model import DatasetSummary
 
-__all__ = ["ENGINE_MESSAGE", "Output", "check_browser"]
+__all__ = ["ENGINE_MESSAGE", "JsonErrorsCommand", "Output", "check_browser", "json_target"]
 
 #: What is said of an engine failure: what failed, never what the engine said.
 ENGINE_MESSAGE = (
@@ -70,6 +80,9 @@ class Output:
             message = ENGINE_MESSAGE  # never the engine's text
         elif isinstance(error, OSError):
             name, message = "OSError", f"{error.strerror or name}: {error.filename}"
+        elif isinstance(error, UsageError):
+            # From the command line alone (options, values), never from data.
+            name, message = "UsageError", error.format_message()
         else:
             message = str(error)
         if self.json_target is not None:
@@ -97,6 +110,45 @@ class Output:
         except OSError as err:
             self.fail(err)
         self.note(f"JSON written to {self.json_target}")
+
+
+def json_target(args: Sequence[str]) -> str | None:
+    """The ``--json`` target a command line asks for, read before Click parses it: the
+    last ``--json VALUE`` or ``--json=VALUE`` before any ``--`` (as Click reads them),
+    ``""`` for a ``--json`` missing its value, None without ``--json``."""
+    target = None
+    items = list(args)
+    for i, item in enumerate(items):
+        if item == "--":
+            break
+        if item == "--json":
+            target = items[i + 1] if i + 1 < len(items) else ""
+        elif item.startswith("--json="):
+            target = item.removeprefix("--json=")
+    return target
+
+
+class JsonErrorsCommand(TyperCommand):
+    """A command whose command-line errors (an unknown option, a value of the wrong
+    type, a missing argument) are reported like its other errors: under ``--json`` as
+    one JSON object (``{"error": "UsageError", "message": ...}``) on standard error, or
+    on standard output with ``--json -``, with Click's exit code (2). Without
+    ``--json``, Click's usual usage message."""
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: Context | None = None,
+        **extra: Any,
+    ) -> Context:
+        target = json_target(args)
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except UsageError as err:
+            if target is None:
+                raise
+            Output(target).fail(err, code=err.exit_code)
 
 
 def check_browser(open_report: bool, report: Path | None) -> None:

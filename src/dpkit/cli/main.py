@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from dpkit.cli._output import Output, check_browser, write_outputs
+from dpkit.cli._output import JsonErrorsCommand, Output, check_browser, write_outputs
 from dpkit.cli.account import account_app
 from dpkit.cli.audit import audit_command
 from dpkit.cli.describe import budget_from_options, describe_command, summarise
@@ -33,7 +33,8 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
 )
 
-app.command("describe")(describe_command)
+# Under --json, their command-line errors come out as JSON too (cli/_output.py).
+app.command("describe", cls=JsonErrorsCommand)(describe_command)
 app.command("audit")(audit_command)
 app.add_typer(account_app, name="account")
 
@@ -58,7 +59,7 @@ def main(
     """dpkit command line."""
 
 
-@app.command()
+@app.command(cls=JsonErrorsCommand)
 def demo(
     epsilon: Annotated[float, typer.Option(help="Total epsilon.")] = 1.0,
     delta: Annotated[float, typer.Option(help="Total delta.")] = 1e-6,
