@@ -2,7 +2,8 @@
 
 MEPS (``female``: a 0/1 column) and Seattle weather (``date``: a DATE column) go
 through ``describe`` at epsilon = 1 with a seeded generator and are rendered; the DOM
-after load must show the overview table (one row per column), the binary column as a
+after load must show the overview table (one row per column) and a table of contents
+linking every column's section, the binary column as a
 share with counts per value (not percentiles), and the date column as days (ISO dates,
 no time of day); the screenshot must show the drawn page (many colours) and its bars.
 The browser helpers are those of tests/report/test_report_chromium.py.
@@ -90,6 +91,12 @@ def test_overview_binary_and_date_columns_in_the_drawn_dom(
         assert table, f"{name}: no overview table"
         assert len(re.findall(r"<tbody>.*?</tbody>", table.group(0), re.S)) == 1
         assert len(re.findall(r"<tr", table.group(0))) == columns + 1  # header + a row each
+        # The table of contents (issue 14: large reports navigable) links every section.
+        toc = re.search(r'<nav id="toc".*?</nav>', dom, re.S)
+        assert toc, f"{name}: no table of contents"
+        linked = set(re.findall(r'href="#(column-\d+)"', toc.group(0)))
+        assert linked == {f"column-{i}" for i in range(columns)}
+        assert len(re.findall(r'<a class="back" href="#overview"', dom)) == columns
     female = _section_text(_dom(reports["meps"][0]), "female")
     assert "share of 1" in female and "counts per value" in female
     assert "p50" not in female  # no percentiles for a 0/1 column

@@ -267,6 +267,75 @@ def test_overview_lists_every_column_before_the_sections(sample_summary: Dataset
     assert text.index("Overview") < text.index("Budget split")
 
 
+class _Links(HTMLParser):
+    """Ids, in-page links, external references and the table of contents of a page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ids: list[str] = []
+        self.links: list[str] = []
+        self.external: list[str] = []
+        self.toc: list[str] = []
+        self._in_toc = 0
+        self._section = ""
+        self.back: dict[str, str] = {}
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        if found.get("id"):
+            self.ids.append(str(found["id"]))
+        if tag == "nav" and found.get("id") == "toc":
+            self._in_toc = 1
+        elif tag == "nav" and self._in_toc:
+            self._in_toc += 1
+        if tag == "section" and found.get("class") == "column":
+            self._section = str(found["id"])
+        for key in ("href", "src"):
+            value = found.get(key) or ""
+            if value.startswith("#"):
+                self.links.append(value[1:])
+                if self._in_toc and key == "href":
+                    self.toc.append(value[1:])
+                if found.get("class") == "back":
+                    self.back[self._section] = value[1:]
+            elif value and not value.startswith("data:"):
+                self.external.append(value)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "nav" and self._in_toc:
+            self._in_toc -= 1
+
+
+def test_a_large_report_is_navigable_from_a_table_of_contents(
+    sample_summary: DatasetSummary,
+) -> None:
+    # Issue 14: a 65-column report is ~100 screens. The table of contents (kept at the
+    # side while scrolling, by CSS: no script, no external asset) links to the
+    # overview, the budget and every column's section, in table order; the overview
+    # links to every section and every section back to the overview; every in-page
+    # link lands on an element of the page.
+    columns = tuple(
+        replace(column, name=f"{column.name}_{k}")
+        for k in range(20)
+        for column in sample_summary.columns
+    )
+    summary = replace(sample_summary, columns=columns)
+    page = html_report(summary, with_plots=False)
+    parser = _Links()
+    parser.feed(page)
+    assert len(parser.ids) == len(set(parser.ids)), "duplicate ids"
+    assert set(parser.links) <= set(parser.ids), set(parser.links) - set(parser.ids)
+    assert parser.external == []
+    sections = [f"column-{i}" for i in range(len(columns))]
+    assert {"report-header", "overview", "budget"} <= set(parser.toc)
+    assert list(dict.fromkeys(t for t in parser.toc if t in sections)) == sections
+    assert parser.back == dict.fromkeys(sections, "overview")
+    assert "position: sticky" in page and "<script" not in page
+    toc = page[page.index('<nav id="toc"') : page.index("</nav>")]
+    assert all(html_module.html.escape(c.name) in toc for c in columns)
+    assert page.index('<nav id="toc"') < page.index('id="overview-table"')
+
+
 def test_overview_missing_share_is_post_processing_of_two_counts(
     sample_summary: DatasetSummary,
 ) -> None:

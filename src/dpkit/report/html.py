@@ -5,10 +5,17 @@ The file has no external resources: CSS is inline and plots are SVG images insid
 that comes from the summary is escaped with :func:`html.escape`. Without Matplotlib
 (the ``dpkit[plot]`` extra) the report is complete except for the plots, and says so.
 
+Large reports (tens of columns, hundreds of screens) are navigable without scripts:
+a table of contents, ``nav#toc``, stays at the side of the page while it scrolls (at
+the top on narrow screens) and links to the overview, the budget split and every
+column's section; the overview's column names link to the sections too, and each
+section's heading links back to the overview.
+
 Stable hooks for tests and styling: ``#report-header``, ``#dp-note``,
-``#insecure-warning`` (only when the noise was not secure), ``#overview-table`` (one
-row per column, linking to its section), ``#budget-table``,
-``section.column`` (one per column, ``data-column`` holds its name),
+``#insecure-warning`` (only when the noise was not secure), ``#toc`` (the table of
+contents), ``#overview-table`` (one row per column, linking to its section),
+``#budget-table``, ``section.column`` (one per column, id ``column-<i>`` in table
+order, ``data-column`` holds its name; ``a.back`` links back to the overview),
 ``table.statistics``, ``table.categories``, ``img.plot`` (``data-plot`` is
 ``estimates``, ``histogram`` or ``categories``) and ``#plots-missing``.
 """
@@ -48,8 +55,28 @@ _CSS = """
 * { box-sizing: border-box; }
 body { margin: 0; font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
        color: var(--ink); background: #f6f7f9; }
-main { max-width: 1100px; margin: 0 auto; padding: 24px 28px 48px; background: #fff;
-       min-height: 100vh; }
+.layout { display: grid; grid-template-columns: 230px minmax(0, 1100px);
+          justify-content: center; }
+main { padding: 24px 28px 48px; background: #fff; min-height: 100vh; min-width: 0; }
+nav#toc { position: sticky; top: 0; align-self: start; max-height: 100vh; overflow-y: auto;
+          padding: 24px 10px 24px 0; font-size: 13px; }
+nav#toc p { margin: 0 0 6px 8px; font-weight: 600; color: var(--muted); }
+nav#toc ol { list-style: none; padding: 0; margin: 0; }
+nav#toc ol ol { margin: 2px 0 0 10px; border-left: 2px solid var(--line); }
+nav#toc a { display: block; padding: 1px 8px; border-radius: 4px; color: var(--ink);
+            text-decoration: none; white-space: nowrap; overflow: hidden;
+            text-overflow: ellipsis; }
+nav#toc a:hover { background: var(--note-bg); color: var(--accent); }
+nav#toc .count { color: var(--muted); }
+@media (max-width: 900px) {
+  .layout { display: block; }
+  nav#toc { position: static; max-height: 40vh; padding: 12px 16px; background: #fff;
+            border-bottom: 1px solid var(--line); }
+}
+section { scroll-margin-top: 8px; }
+section.column:target > h2 { background: var(--note-bg); }
+a.back { font-size: 12px; font-weight: 400; margin-left: 12px; color: var(--accent);
+         text-decoration: none; }
 h1 { font-size: 26px; margin: 0 0 12px; }
 h2 { font-size: 20px; margin: 32px 0 10px; padding-bottom: 4px;
      border-bottom: 2px solid var(--line); }
@@ -70,9 +97,6 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: now
          border-radius: 2px; vertical-align: middle; margin-right: 6px; }
 .kind { font-size: 12px; font-weight: 600; color: #fff; background: var(--muted);
         border-radius: 10px; padding: 2px 9px; vertical-align: middle; margin-left: 8px; }
-nav ul { list-style: none; padding: 0; margin: 8px 0; display: flex; flex-wrap: wrap; gap: 6px; }
-nav a { display: inline-block; padding: 2px 10px; border: 1px solid var(--line);
-        border-radius: 12px; text-decoration: none; color: var(--accent); }
 figure { margin: 8px 0 14px; }
 figure img { width: 100%; max-width: 820px; height: auto; }
 figcaption { font-size: 13px; color: var(--muted); }
@@ -268,10 +292,28 @@ def _categories_table(column: ColumnSummary) -> str:
     )
 
 
+def _toc(summary: DatasetSummary) -> str:
+    """The table of contents: the header, overview, budget and every column."""
+    items = ['<li><a href="#report-header">Summary</a></li>']
+    if summary.columns:
+        items.append('<li><a href="#overview">Overview</a></li>')
+    if summary.budget_split:
+        items.append('<li><a href="#budget">Budget split</a></li>')
+    if summary.columns:
+        columns = "".join(
+            f'<li><a href="#column-{i}" title="{_e(c.name)} ({_e(c.kind)})">{_e(c.name)}</a></li>'
+            for i, c in enumerate(summary.columns)
+        )
+        count = f'<span class="count">({len(summary.columns)})</span>'
+        items.append(f'<li><a href="#column-0">Columns {count}</a><ol>{columns}</ol></li>')
+    return f'<nav id="toc" aria-label="Contents"><p>Contents</p><ol>{"".join(items)}</ol></nav>'
+
+
 def _column_section(index: int, column: ColumnSummary, with_plots: bool) -> str:
     parts = [
         f'<section class="column" id="column-{index}" data-column="{_e(column.name)}">',
-        f'<h2>{_e(column.name)}<span class="kind">{_e(column.kind)}</span></h2>',
+        f'<h2>{_e(column.name)}<span class="kind">{_e(column.kind)}</span>'
+        '<a class="back" href="#overview" title="Back to the overview">\u2191 overview</a></h2>',
     ]
     if column.notes:
         parts.append(_notes(column.notes))
@@ -322,13 +364,7 @@ def html_report(summary: DatasetSummary, *, with_plots: bool = True) -> str:
     from dpkit import __version__
 
     draw = with_plots and plots.plots_available()
-    nav = "".join(
-        f'<li><a href="#column-{i}">{_e(c.name)}</a></li>' for i, c in enumerate(summary.columns)
-    )
-    body = [
-        _header(summary),
-        f'<nav aria-label="Columns"><ul>{nav}</ul></nav>' if summary.columns else "",
-    ]
+    body = [_header(summary)]
     if summary.columns:
         body.append(_overview_section(summary))
     if with_plots and not draw:
@@ -345,9 +381,10 @@ def html_report(summary: DatasetSummary, *, with_plots: bool = True) -> str:
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         '<meta name="generator" content="dpkit">\n'
-        f"<title>{_e(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n<main>\n"
+        f"<title>{_e(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
+        f'<div class="layout">\n{_toc(summary)}\n<main>\n'
         + "\n".join(part for part in body if part)
-        + "\n</main>\n</body>\n</html>\n"
+        + "\n</main>\n</div>\n</body>\n</html>\n"
     )
 
 
