@@ -37,7 +37,9 @@ def table(rows: int = 1500, seed: int = 0) -> pd.DataFrame:
             "rating": rng.integers(1, 6, rows).astype(float),
             "score": rng.normal(0.0, 1e-3, rows),
             "flag": rng.random(rows) < 0.3,
-            "day": [dt.date(2020, 1, 1) + dt.timedelta(days=int(d)) for d in rng.integers(0, 900, rows)],
+            "day": [
+                dt.date(2020, 1, 1) + dt.timedelta(days=int(d)) for d in rng.integers(0, 900, rows)
+            ],
         }
     )
     frame.loc[rng.random(rows) < 0.05, "income"] = np.nan

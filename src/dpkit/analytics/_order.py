@@ -65,6 +65,8 @@ ORDER_KINDS = ("quantile", "max", "min")
 #: Grid points for quantiles (resolution (hi - lo) / 1000) and max/min (/ 1024).
 DEFAULT_QUANTILE_GRID = 1001
 DEFAULT_MAX_GRID = 1025
+#: Largest grid (2^26 points: 0.5 GiB of float64 points, far below the hash's 2^31 - 1).
+MAX_GRID_SIZE = 2**26
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +159,12 @@ def _check_grid(spec: OrderSpec) -> None:
     not in the release step after the charge (found by the adversarial review)."""
     from dpkit.estimators.grid import Grid
 
+    if spec.size > MAX_GRID_SIZE:
+        # The engines hash grid indices as one limb below 2^31 - 1 (engines/_hash.py).
+        raise InvalidParameter(
+            f"Query.{spec.kind}: grid_size={spec.size} is above the largest grid, "
+            f"{MAX_GRID_SIZE} points."
+        )
     if spec.kind == "quantile":
         Grid.linear(spec.low, spec.high, size=spec.size)
         return

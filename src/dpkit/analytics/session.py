@@ -49,12 +49,12 @@ from dpkit.analytics._accounting import (
     selection_threshold,
 )
 from dpkit.analytics._compile import CompiledQuery, compile_query, salt_from
-from dpkit.analytics.engines import DuckDBEngine, Engine, quote
 from dpkit.analytics._ledger import Ledger, SpendRecord
 from dpkit.analytics._order import release_order, released_bounds
 from dpkit.analytics._partition import plan_partition
 from dpkit.analytics._plan import PartScope
 from dpkit.analytics._release import Explanation, QueryResult, explain, release
+from dpkit.analytics.engines import DuckDBEngine, Engine, quote
 from dpkit.analytics.query import Query
 from dpkit.errors import BudgetExceeded, DataError, InternalError, InvalidParameter
 from dpkit.random import Random, RandomLike, as_random

@@ -11,7 +11,7 @@ exact, below) and ``md5`` of a string.
 
 The hash, in two steps (each is a column of a SELECT, so neither is written twice):
 
-1. ``linear``: each part is mapped to integer *limbs* in ``[0, 2^32)`` (an injective
+1. ``linear``: each part is mapped to integer *limbs* in ``[0, p)`` (an injective
    map for integers, doubles, dates and timestamps; 56 bits of ``md5`` for strings and
    everything else) and combined as ``(k_0 + sum_j k_j * limb_j) mod p`` with
    ``p = 2^31 - 1`` (a prime) and round keys ``k_j`` drawn from the salt by SHA-256. For
@@ -36,7 +36,7 @@ import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["HASH_PRIME", "KeyedHash", "TypedPart"]
+__all__ = ["HASH_PRIME", "SMALL_INDEX", "KeyedHash", "TypedPart"]
 
 #: The Mersenne prime 2^31 - 1: products of two residues stay below 2^62.
 HASH_PRIME = 2**31 - 1
@@ -51,6 +51,9 @@ _INTEGER_TYPES = (
     "UINTEGER",
 )
 _FLOAT_TYPES = ("FLOAT", "DOUBLE", "REAL")
+
+#: A pseudo-type for integers known to lie in [0, p) (grid indices): one limb, itself.
+SMALL_INDEX = "SMALL INDEX"
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,14 +106,17 @@ class KeyedHash:
 
     # ------------------------------------------------------------------ limbs
     def _integer_limbs(self, x: str) -> list[str]:
-        """Three limbs in [0, 2^32) of a BIGINT: x = (hi * p + mid) * p + lo with
-        truncating division, lo and mid in (-p, p), |hi| <= 4; offset to be >= 0."""
+        """Four limbs in [0, p) of a BIGINT: with truncating division x = q p + r and
+        q = q2 p + r2 (r, r2 in (-p, p), |q2| <= 4, all of x's sign), the residues of r
+        and r2, q2 + 8 and the sign -- an injective map (the sign tells which
+        representative a residue stands for)."""
         p, div = HASH_PRIME, self._dialect.int_div
         q = div(f"({x})", str(p))
         return [
-            f"(({x}) % {p} + {p})",
-            f"(({q}) % {p} + {p})",
+            f"((({x}) % {p} + {p}) % {p})",
+            f"((({q}) % {p} + {p}) % {p})",
             f"({div(q, str(p))} + 8)",
+            f"CASE WHEN ({x}) < 0 THEN 1 ELSE 0 END",
         ]
 
     def _double_limbs(self, x: str) -> list[str]:
@@ -143,7 +149,10 @@ class KeyedHash:
             kind,
             sign,
             f"CASE WHEN {finite} THEN {e} + 2000 ELSE 0 END",
-            *[f"CASE WHEN {finite} THEN {limb} ELSE 0 END" for limb in self._integer_limbs(significand)],
+            *[
+                f"CASE WHEN {finite} THEN {limb} ELSE 0 END"
+                for limb in self._integer_limbs(significand)
+            ],
         ]
 
     def _text_limbs(self, x: str) -> list[str]:
@@ -155,6 +164,8 @@ class KeyedHash:
     def limbs(self, part: TypedPart) -> list[str]:
         """SQL of the limbs of one part, by its type."""
         kind = part.type.upper()
+        if kind == SMALL_INDEX:
+            return [f"({part.sql})"]
         if kind.startswith(_INTEGER_TYPES):
             return self._integer_limbs(f"CAST(({part.sql}) AS BIGINT)")
         if kind.startswith(_FLOAT_TYPES):
@@ -177,7 +188,7 @@ class KeyedHash:
         terms = [str(self._keys[0])]
         for j, limb in enumerate(limbs):
             key = self._keys[1 + j % _LIMB_KEYS]
-            # limb < 2^32 and key < 2^31: the product is below 2^63, reduced at once.
+            # limb < 2^31 and key < 2^31: the product is below 2^62, reduced at once.
             terms.append(f"((CAST({limb} AS BIGINT) * {key}) % {p})")
         return f"(({' + '.join(terms)}) % {p})"
 

@@ -66,7 +66,7 @@ from typing import Any
 from dpkit.analytics._order import OrderSpec, snap_sql
 from dpkit.analytics._plan import PartScope, Plan, Statistic
 from dpkit.analytics.engines._base import EngineResult
-from dpkit.analytics.engines._hash import HashDialect, KeyedHash, TypedPart
+from dpkit.analytics.engines._hash import SMALL_INDEX, HashDialect, KeyedHash, TypedPart
 from dpkit.errors import DataError
 
 __all__ = ["SqlEngine"]
@@ -194,9 +194,7 @@ class SqlEngine:
             if unit is not None:
                 u = self.q(unit)
                 keyed = self._hash(part.salt)
-                linear = keyed.linear(
-                    [TypedPart(u, types[unit]), TypedPart(c, types[part.column])]
-                )
+                linear = keyed.linear([TypedPart(u, types[unit]), TypedPart(c, types[part.column])])
                 level += (
                     f" AND {u} IN (SELECT __pu FROM (SELECT {u} AS __pu, {c} AS __pc, "
                     f"{linear} AS __hl FROM ({sql}) AS __q WHERE {u} IS NOT NULL AND "
@@ -277,7 +275,8 @@ class SqlEngine:
         types = self._types(plan)
         parts = [TypedPart("__u", types[plan.unit])]
         parts += [
-            TypedPart(g, types[column]) for g, column in zip(groups, plan.group_columns, strict=True)
+            TypedPart(g, types[column])
+            for g, column in zip(groups, plan.group_columns, strict=True)
         ]
         return parts
 
@@ -346,7 +345,8 @@ class SqlEngine:
         gl = "".join(f", {g}" for g in groups)
         pair_keys = "__u" + gl
         keyed = self._hash(plan.salt)
-        linear = keyed.linear([*self._pair_parts(plan, groups), TypedPart("__i", "BIGINT")])
+        # Grid indices lie in [0, size) with size far below p: one limb each.
+        linear = keyed.linear([*self._pair_parts(plan, groups), TypedPart("__i", SMALL_INDEX)])
         ctes = [f"__hv AS (SELECT {pair_keys}, __i, {linear} AS __hl FROM {rows_from})"]
         key = self.pair(keyed.finish("__hl"), "__i")
         if m <= self.top_n_limit:

@@ -118,7 +118,7 @@ def _cast_source_types(sql: str, types: tuple[tuple[str, str], ...]) -> list[str
     from sqlglot.optimizer.annotate_types import annotate_types
     from sqlglot.optimizer.qualify import qualify
 
-    schema = {"__t": dict(types)}
+    schema: dict[str, object] = {"__t": dict(types)}
     try:
         tree = sqlglot.parse_one(f"SELECT {sql} AS __e FROM __t", read="duckdb")
         tree = qualify(tree, schema=schema, dialect="duckdb", validate_qualify_columns=False)
@@ -150,6 +150,15 @@ def _translate(sql: str, types: tuple[tuple[str, str], ...] = ()) -> str:
         exp.Mod: "try_mod",
     }
     tree = sqlglot.parse_one(sql, read="duckdb")
+    for match in tree.find_all(exp.RegexpLike):
+        # Spark compiles a pattern when it first meets it and raises on a bad one: a
+        # pattern read from a row would fail on some tables only. Literals are checked
+        # once at binding (SparkEngine.expression).
+        if not (isinstance(match.expression, exp.Literal) and match.expression.is_string):
+            raise EngineError(
+                "Spark cannot run the query: a regular expression pattern must be a string "
+                f"literal on the Spark engine (in {sql!r})."
+            )
     sources = _cast_source_types(sql, types)
     casts = list(tree.find_all(exp.Cast))
     rounding: dict[int, str] = {}
@@ -187,6 +196,17 @@ def _translate(sql: str, types: tuple[tuple[str, str], ...] = ()) -> str:
     return str(tree.sql(dialect="spark"))
 
 
+def _patterns(sql: str) -> list[str]:
+    """The literal patterns of the regular expressions in ``sql``."""
+    if "regexp" not in sql.lower():
+        return []
+    import sqlglot
+    from sqlglot import exp
+
+    tree = sqlglot.parse_one(sql, read="duckdb")
+    return [str(m.expression.this) for m in tree.find_all(exp.RegexpLike)]
+
+
 class SparkEngine(SqlEngine):
     """Spark engine over one DataFrame.
 
@@ -209,7 +229,16 @@ class SparkEngine(SqlEngine):
         return "`" + name.replace("`", "``") + "`"
 
     def expression(self, sql: str, derived: Sequence[tuple[str, str]] = ()) -> str:
-        return _translate(sql, tuple(self.schema(derived).items()))
+        translated = _translate(sql, tuple(self.schema(derived).items()))
+        for pattern in _patterns(sql):
+            self._check_pattern(pattern)
+        return translated
+
+    @functools.lru_cache(maxsize=256)  # noqa: B019 - one engine per Session, few patterns
+    def _check_pattern(self, pattern: str) -> None:
+        """Compile a literal pattern on one constant row: a bad pattern fails here,
+        before any charge, whatever the table holds."""
+        self._execute("SELECT regexp_like('', ?)", [pattern], reads_rows=True, binding=True)
 
     def int_div(self, a: str, b: str) -> str:
         return f"(({a}) DIV ({b}))"
@@ -273,8 +302,15 @@ class SparkEngine(SqlEngine):
         return self._spark.sql(sql, args=list(params) if params else None)
 
     def _execute(
-        self, sql: str, params: Sequence[Any] = (), *, reads_rows: bool = True
+        self,
+        sql: str,
+        params: Sequence[Any] = (),
+        *,
+        reads_rows: bool = True,
+        binding: bool = False,
     ) -> list[tuple[Any, ...]]:
+        """Run ``sql``. ``binding``: a statement over constants only (no table), whose
+        errors are about the query and may be shown."""
         from pyspark.errors import AnalysisException, ParseException
 
         try:
@@ -283,12 +319,12 @@ class SparkEngine(SqlEngine):
                 frame.schema  # noqa: B018 - analysis only
                 return []
             return [tuple(row) for row in frame.collect()]
-        except (AnalysisException, ParseException) as err:
-            if not reads_rows:
+        except Exception as err:
+            if binding:
+                raise EngineError(f"Spark cannot run the query: {_first_line(err)}") from None
+            if not reads_rows and isinstance(err, AnalysisException | ParseException):
                 # Analysis reads no row: the message names columns, types and functions.
                 raise EngineError(f"Spark cannot run the query: {_first_line(err)}") from None
-            raise EngineError(_reading_error(err)) from None
-        except Exception as err:
             raise EngineError(_reading_error(err)) from None
 
     def _bind(self, sql: str, params: Sequence[Any]) -> None:
@@ -303,7 +339,9 @@ class SparkEngine(SqlEngine):
                 fields = self._dataframe(sql, params).schema.fields
             except Exception as err:
                 raise EngineError(f"Spark cannot run the query: {_first_line(err)}") from None
-            self._schema_cache[key] = {f.name: spark_type(f.dataType.simpleString()) for f in fields}
+            self._schema_cache[key] = {
+                f.name: spark_type(f.dataType.simpleString()) for f in fields
+            }
         return dict(self._schema_cache[key])
 
     def close(self) -> None:
