@@ -437,6 +437,12 @@ def test_dry_run_json(csv_file: Path) -> None:
     assert plan["queries"] == 1 + 1 + 4
     rows = plan["plan"][0]["expected_accuracy"]
     assert rows[0].startswith("rows ±") and rows[1].startswith("persons ±")
+    # A DOUBLE column may spend part of its share on the integer check; says so.
+    spend = plan["plan"][2]["expected_accuracy"]
+    assert any("values that are not integers" in line for line in spend)
+    result = describe(str(csv_file), "--dry-run", "--json", "-")  # person: a BIGINT
+    person = next(p for p in json.loads(result.stdout)["plan"] if p["target"] == "person")
+    assert not any("not integers" in line for line in person["expected_accuracy"])
 
 
 def test_demo_follows_the_same_conventions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

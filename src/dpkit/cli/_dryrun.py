@@ -69,8 +69,21 @@ def _split() -> dict[str, Any]:
     """describe()'s per-query constants, where it still defines them."""
     from dpkit.analytics import describe as module
 
-    names = ("ORDER_SHARE", "MEAN_SHARE", "GRID_SIZE", "PERCENTILES", "MAX_GROUPS_PER_PERSON")
+    names = (
+        "ORDER_SHARE",
+        "MEAN_SHARE",
+        "GRID_SIZE",
+        "PERCENTILES",
+        "MAX_GROUPS_PER_PERSON",
+        "INTEGER_CHECK_SHARE",
+    )
     return {name: getattr(module, name, None) for name in names}
+
+
+def _integer_type(session: Session, name: str) -> bool:
+    from dpkit.analytics.describe import is_integer_type
+
+    return is_integer_type(session.columns[name])
 
 
 def describe_plan(session: Session, plan: DescribePlan, confidence: float = 0.95) -> list[PlanLine]:
@@ -132,6 +145,12 @@ def describe_plan(session: Session, plan: DescribePlan, confidence: float = 0.95
             radii = [o.rank_radius for o in found.orders if o.rank_radius] if found else []
             if radii:
                 notes.append(f"percentiles within ±{max(radii):,} ranks")
+            check = split["INTEGER_CHECK_SHARE"]
+            if kind == "numeric" and isinstance(check, float) and not _integer_type(session, name):
+                notes.append(
+                    f"if its range holds few integers: {check:.0%} of its share counts "
+                    "values that are not integers (found integer-valued: counts per value)"
+                )
         lines.append(PlanLine(name, kind, plan.share, share, _QUERIES.get(kind, 1), tuple(notes)))
     return lines
 
