@@ -1,5 +1,10 @@
 """Suite-wide pytest configuration.
 
+``spark`` fixture
+    One local Spark (``local[2]``) for the whole run, for the Spark engine's tests. It
+    needs a Java runtime: without one the tests that use it are skipped with the
+    reason locally, and fail under CI (``CI`` set), where .ci/run installs Java 17.
+
 ``--runslow``
     Tests marked ``@pytest.mark.slow`` (long statistical runs, large audits, Spark)
     are skipped unless this option is given. CI runs the default set, in which each
@@ -11,6 +16,11 @@ pass seeded generators on purpose.
 """
 
 from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -31,3 +41,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip_slow)
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    if not os.environ.get("JAVA_HOME") and shutil.which("java") is None:
+        message = "Spark needs a Java 17 runtime (apt install openjdk-17-jre-headless)"
+        if os.environ.get("CI"):
+            pytest.fail(f"{message}; CI must install it (.ci/run) so the Spark tests run.")
+        pytest.skip(message)
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("dpkit-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session

@@ -207,3 +207,14 @@ def test_window_branch_beyond_min_by_limit_is_identical(
     monkeypatch.setattr(SparkEngine, "top_n_limit", limit)
     assert exact(duck, query) == expected
     assert exact(sparked, query) == expected
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(QUERIES))
+def test_exact_statistics_are_identical_on_a_larger_table(spark: Any, name: str) -> None:
+    # The documented larger parity run (pytest tests/engines --runslow): 10^5 rows,
+    # 3,000 persons, every query type, bit for bit.
+    frame = table(rows=100_000, seed=9)
+    frame["user"] = np.random.default_rng(9).integers(0, 3000, len(frame))
+    duck, sparked = sessions(spark, frame, "user")
+    assert exact(sparked, QUERIES[name]) == exact(duck, QUERIES[name])
