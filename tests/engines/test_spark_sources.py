@@ -1,0 +1,101 @@
+"""Opening data on Spark: from_path(engine="spark") on Parquet and CSV, and the errors
+a user meets without PySpark or with a file Spark cannot read."""
+
+from __future__ import annotations
+
+import builtins
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import dpkit as dp
+from dpkit.analytics import KeySet, Query
+from dpkit.analytics.engines.spark import SparkEngine
+from dpkit.errors import DataError, InvalidParameter
+
+QUERY = (
+    Query()
+    .group_by("region", keys=KeySet.from_values(region=["north", "south"]))
+    .bound(max_groups=1, max_rows=2)
+    .count()
+    .sum("amount", bounds=(0.0, 50.0))
+    .median("amount", bounds=(0.0, 50.0))
+)
+
+
+@pytest.fixture(scope="module")
+def frame() -> pd.DataFrame:
+    rng = np.random.default_rng(2)
+    return pd.DataFrame(
+        {
+            "person": rng.integers(0, 200, 1000),
+            "region": rng.choice(["north", "south"], 1000),
+            "amount": np.round(rng.exponential(10.0, 1000), 2),
+        }
+    )
+
+
+def exact(session: dp.Session) -> Any:
+    compiled = session._compile(QUERY, 0.5, salt=42)
+    engine = session._engine
+    return engine.aggregate(compiled.plan), [
+        engine.histograms(compiled.plan, spec) for spec in compiled.orders
+    ]
+
+
+def test_parquet_on_spark_equals_parquet_on_duckdb(
+    spark: Any, frame: pd.DataFrame, tmp_path: Path
+) -> None:
+    path = tmp_path / "t.parquet"
+    frame.to_parquet(path)
+    budget = dp.PureDP(1.0)
+    on_spark = dp.Session.from_path(path, privacy_unit="person", budget=budget, engine="spark")
+    on_duckdb = dp.Session.from_path(path, privacy_unit="person", budget=budget)
+    assert isinstance(on_spark._engine, SparkEngine)
+    assert on_spark.columns == on_duckdb.columns
+    assert exact(on_spark) == exact(on_duckdb)
+
+
+def test_csv_on_spark_with_a_schema(spark: Any, frame: pd.DataFrame, tmp_path: Path) -> None:
+    path = tmp_path / "t.csv"
+    frame.to_csv(path, index=False)
+    with path.open("a") as handle:
+        handle.write("7,north,not-a-number\n")  # becomes NULL (missing), never an error
+    schema = {"person": "BIGINT", "amount": "DOUBLE"}
+    on_spark = dp.Session.from_path(
+        path, privacy_unit="person", budget=dp.PureDP(1.0), engine="spark", schema=schema
+    )
+    assert on_spark.columns == {"person": "BIGINT", "region": "VARCHAR", "amount": "DOUBLE"}
+    result = on_spark.evaluate(QUERY, budget=0.5)
+    assert list(result.columns["region"]) == ["north", "south"]
+
+
+def test_unknown_engine_and_unreadable_files_are_refused(spark: Any, tmp_path: Path) -> None:
+    path = tmp_path / "t.parquet"
+    path.write_bytes(b"not a parquet file")
+    with pytest.raises(InvalidParameter, match="engine"):
+        dp.Session.from_path(path, budget=dp.PureDP(1.0), engine="polars")
+    with pytest.raises(DataError, match="cannot read"):
+        dp.Session.from_path(path, budget=dp.PureDP(1.0), engine="spark")
+    with pytest.raises(InvalidParameter, match="DataFrame"):
+        dp.Session.from_spark(pd.DataFrame({"x": [1]}), budget=dp.PureDP(1.0))
+
+
+def test_without_pyspark_the_error_says_how_to_install_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from dpkit.analytics.engines import spark as spark_engine
+
+    real_import = builtins.__import__
+
+    def no_pyspark(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name.startswith("pyspark"):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_pyspark)
+    with pytest.raises(InvalidParameter, match=r"dpkit\[spark\]"):
+        spark_engine.spark_session("test")
