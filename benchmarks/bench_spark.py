@@ -8,14 +8,18 @@ warm-up. Contenders, all reading the same cached Parquet file:
 * Spark SQL, no privacy: ``GROUP BY grp`` of the clamped values (the floor);
 * Spark SQL, pairs only: ``GROUP BY person, grp`` then ``GROUP BY grp`` (the floor of
   any rule that bounds a person's rows per group);
+* Spark SQL, bounded by hand: the same non-private bounded aggregation written
+  directly (pairs, each pair capped at ``m`` rows' worth, each person's ``k`` groups of
+  smallest ``xxhash64``, then ``GROUP BY grp``): the issue's baseline;
 * dpkit Session on Spark (compile, bind, run, noise);
 * dpkit Session on DuckDB, same query (for scale: one machine, no cluster).
 
 Usage::
 
-    python benchmarks/bench_spark.py [--rows 1e6] [--repeat 5]
+    python benchmarks/bench_spark.py [--rows 1e6] [--repeat 5] [--master local[2]]
 
-Times are per query, median of ``repeat``; ratios are to the plain Spark query.
+Times are per query, median of ``repeat``; ratios are to the plain Spark query. At
+10^8 rows use ``--repeat 1`` (minutes per query).
 """
 
 from __future__ import annotations
@@ -31,15 +35,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=lambda text: int(float(text)), default=10**6)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--master", default="local[2]")
     args = parser.parse_args()
     warnings.simplefilter("ignore")  # PySpark's pandas-version warning, seeded rngs
+
+    from pyspark.sql import SparkSession
 
     import dpkit as dp
     from dpkit.analytics import KeySet, Query
     from dpkit.analytics.engines.spark import spark_session
 
     path = str(dataset(args.rows))
-    spark = spark_session("bench_spark")
+    SparkSession.builder.master(args.master).config("spark.ui.enabled", "false").config(
+        "spark.sql.shuffle.partitions", "8"
+    ).getOrCreate()
+    spark = spark_session("bench_spark")  # the session just started
     spark.sparkContext.setLogLevel("ERROR")
     frame = spark.read.parquet(path)
     frame.createOrReplaceTempView("bench")
@@ -61,6 +71,13 @@ def main() -> None:
         "Spark SQL, pairs only": lambda: spark.sql(
             f"SELECT grp, sum(c), sum(s) FROM (SELECT user_id, grp, count(*) AS c, "
             f"sum({clamped}) AS s FROM bench GROUP BY user_id, grp) GROUP BY grp"
+        ).collect(),
+        "Spark SQL, bounded by hand": lambda: spark.sql(
+            f"SELECT grp, sum(c), sum(s) FROM (SELECT *, row_number() OVER (PARTITION BY "
+            f"user_id ORDER BY xxhash64(user_id, grp, 7)) AS r FROM (SELECT user_id, grp, "
+            f"least(count(*), {MAX_ROWS}) AS c, sum({clamped}) * least(count(*), {MAX_ROWS})"
+            f" / count(*) AS s FROM bench GROUP BY user_id, grp)) WHERE r <= {MAX_GROUPS} "
+            "GROUP BY grp"
         ).collect(),
         "dpkit Session on Spark": lambda: on_spark.evaluate(query, budget=dp.PureDP(1.0)),
         "dpkit Session on DuckDB": lambda: on_duckdb.evaluate(query, budget=dp.PureDP(1.0)),

@@ -129,3 +129,36 @@ def test_missing_java_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(spark_engine.shutil, "which", lambda name: None)
     with pytest.raises(InvalidParameter, match="Java"):
         spark_engine.spark_session("test")
+
+
+def test_a_spark_job_failure_raises_engine_error_and_spends_alike_on_neighbours(
+    spark: Any,
+) -> None:
+    # A real Spark job failure while rows are read: the DataFrame handed to the Session
+    # computes a column with a Python function that fails on one row (as an executor
+    # lost or a corrupt file would fail the job). The query is charged before it runs,
+    # so the table where the job fails and its neighbour without that row spend alike,
+    # and the error names the failure's class only.
+    from pyspark.sql import functions, types
+
+    def fail_on_alice(salary):  # type: ignore[no-untyped-def]  # PySpark reads hints
+        if salary == 52_000.0:
+            raise ValueError("alice earns 52000")
+        return salary
+
+    fragile = functions.udf(fail_on_alice, types.DoubleType())
+
+    outcomes, spent = [], []
+    for salary in (52_000.0, None):
+        frame = spark.createDataFrame(staff(salary)).withColumn("salary", fragile("salary"))
+        session = dp.Session.from_spark(frame, budget=dp.PureDP(1.0))
+        try:
+            session.evaluate(Query().sum("salary", bounds=(0.0, 1e5)), budget=TINY)
+            outcomes.append("ok")
+        except EngineError as err:
+            assert "52000" not in str(err) and "alice" not in str(err)
+            assert err.__cause__ is None
+            outcomes.append(str(err))
+        spent.append(session.spent)
+    assert outcomes[0].startswith("Spark failed while reading the data") and outcomes[1] == "ok"
+    assert spent == [TINY, TINY]
