@@ -600,3 +600,130 @@ def test_percentiles_state_their_grid_rounding() -> None:
     assert "(grid)" not in years["p50"].caveat
     data = json.loads(to_json(summary))
     assert data["columns"][0]["statistics"][2]["rounding"] == x["p25"].rounding
+
+
+# ------------------------------------------------------------------ per-column weights
+
+
+def _weights_table(n: int = 4000, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame(
+        {
+            "a": rng.normal(50.0, 10.0, n),
+            "b": rng.normal(50.0, 10.0, n),
+            "code": rng.integers(0, 1000, n),
+            "flag": rng.random(n) < 0.3,  # BOOLEAN
+            "blob": [b"x"] * n,  # BLOB: not summarised
+        }
+    )
+
+
+def test_weights_split_the_budget_in_proportion_and_never_above_it() -> None:
+    from fractions import Fraction
+
+    session = dp.Session.from_pandas(_weights_table(500), budget=dp.ZCDP(0.1), rng=1)
+    plan = plan_describe(session)
+    assert plan.weights == (1.0, 1.0, 1.0, 1.0)
+    assert plan.shares == (plan.share,) * 4 and plan.share == pytest.approx(0.2)
+    plan = plan_describe(session, weights={"a": 4, "code": 0.5})
+    assert plan.weights == (4.0, 1.0, 0.5, 1.0)
+    # Weights over their sum (the row count's 1 included): 1 + 4 + 1 + 0.5 + 1 = 7.5.
+    assert plan.share == pytest.approx(1 / 7.5)
+    assert plan.share_of("a") == pytest.approx(4 / 7.5)
+    assert plan.share_of("code") == pytest.approx(0.5 / 7.5)
+    assert plan.share_of("a") == 8 * plan.share_of("code")  # exact ratios, rounded down
+    exact = sum((Fraction(s) for s in (plan.share, *plan.shares)), Fraction(0))
+    assert exact <= 1 and float(exact) == pytest.approx(1.0, abs=1e-15)
+    for weights in ({"a": 3}, {"a": 1e-3, "b": 7, "code": 11}, {"flag": 1 / 3}):
+        plan = plan_describe(session, weights=weights)
+        exact = sum((Fraction(s) for s in (plan.share, *plan.shares)), Fraction(0))
+        assert exact <= 1, weights
+
+
+@pytest.mark.parametrize(
+    ("weights", "error", "match"),
+    [
+        ({"nope": 2}, dp.DataError, "Available columns"),
+        ({"blob": 2}, dp.InvalidParameter, "not summarised"),
+        ({"a": 0}, dp.InvalidParameter, "positive finite"),
+        ({"a": -1.0}, dp.InvalidParameter, "positive finite"),
+        ({"a": math.nan}, dp.InvalidParameter, "positive finite"),
+        ({"a": math.inf}, dp.InvalidParameter, "positive finite"),
+        ({"a": True}, dp.InvalidParameter, "positive finite"),
+        ({"a": "2"}, dp.InvalidParameter, "positive finite"),
+        ({"a": 1e7}, dp.InvalidParameter, "factor"),
+        ([("a", 2)], dp.InvalidParameter, "weights"),
+    ],
+    ids=["unknown", "skipped", "zero", "negative", "nan", "inf", "bool", "text", "ratio", "list"],
+)
+def test_bad_weights_are_refused_before_spending(
+    weights: object, error: type[Exception], match: str
+) -> None:
+    session = dp.Session.from_pandas(_weights_table(200), budget=dp.ZCDP(0.1), rng=1)
+    with pytest.raises(error, match=match):
+        describe(session, weights=weights)  # type: ignore[arg-type]
+    assert session.remaining == dp.ZCDP(0.1)
+    assert list(session.history) == []
+
+
+def test_a_weight_for_a_column_left_out_or_the_privacy_unit_is_refused() -> None:
+    frame = _weights_table(200).assign(user=np.arange(200))
+    session = dp.Session.from_pandas(frame, privacy_unit="user", budget=dp.ZCDP(0.1), rng=1)
+    with pytest.raises(dp.InvalidParameter, match="privacy unit"):
+        describe(session, weights={"user": 2})
+    with pytest.raises(dp.InvalidParameter, match="not among the columns summarised"):
+        describe(session, columns=["a"], weights={"b": 2})
+    assert session.remaining == dp.ZCDP(0.1)
+
+
+def _half_widths(summary: DatasetSummary, column: str) -> tuple[float, float]:
+    stats = _by_name(next(c for c in summary.columns if c.name == column))
+    count, mean = stats["count"], stats["mean"]
+    assert count.ci_low is not None and count.ci_high is not None
+    assert mean.ci_low is not None and mean.ci_high is not None
+    return (count.ci_high - count.ci_low) / 2, (mean.ci_high - mean.ci_low) / 2
+
+
+def test_a_weighted_column_gets_a_more_accurate_release() -> None:
+    # Weight 4 on "a" (of a, b, code, flag): its share goes from 1/5 to 4/8, 2.5 times,
+    # so under Gaussian noise (zCDP) its count's half-width shrinks by sqrt(2.5) exactly
+    # and its mean's by about as much; the others' grows by sqrt(5/8)^-1 = 1.26.
+    frame = _weights_table()
+    counts: dict[str, list[float]] = {"equal": [], "a=4": []}
+    means: dict[str, list[float]] = {"equal": [], "a=4": []}
+    others: dict[str, list[float]] = {"equal": [], "a=4": []}
+    for seed in range(5):
+        for label, weights in (("equal", None), ("a=4", {"a": 4.0})):
+            session = dp.Session.from_pandas(frame, budget=dp.ZCDP(0.05), rng=seed)
+            summary = describe(session, weights=weights)
+            count, mean = _half_widths(summary, "a")
+            counts[label].append(count)
+            means[label].append(mean)
+            others[label].append(_half_widths(summary, "b")[0])
+            # The whole budget is spent, and the budget table shows the actual shares.
+            assert summary.budget.rho == pytest.approx(0.05, rel=1e-9)  # type: ignore[attr-defined]
+            assert session.remaining.rho <= 1e-9 * 0.05  # type: ignore[attr-defined]
+            share_a = sum(b.fraction or 0.0 for b in summary.budget_split if b.label[:3] == "a: ")
+            assert share_a == pytest.approx(0.5 if weights else 0.2, rel=1e-9)
+            assert sum(b.fraction or 0.0 for b in summary.budget_split) == pytest.approx(1.0)
+            assert from_json(to_json(summary)) == summary
+            if weights:
+                assert any("a 4 (50.0%)" in note for note in summary.notes)
+    ratio = np.median(counts["a=4"]) / np.median(counts["equal"])
+    assert ratio == pytest.approx(1 / math.sqrt(2.5), rel=0.03)  # integer half-widths
+    assert np.median(means["a=4"]) < 0.75 * np.median(means["equal"])
+    assert np.median(others["a=4"]) / np.median(others["equal"]) == pytest.approx(
+        math.sqrt(8 / 5), rel=0.03
+    )
+
+
+def test_weights_under_pure_dp_scale_laplace_intervals_linearly() -> None:
+    frame = _weights_table()
+    widths = []
+    for weights in (None, {"code": 4.0}):
+        session = dp.Session.from_pandas(frame, budget=dp.PureDP(1.0), rng=3)
+        summary = describe(session, columns=["a", "code"], weights=weights)
+        widths.append(_half_widths(summary, "code")[0])
+        assert session.remaining.epsilon == pytest.approx(0.0, abs=1e-12)  # type: ignore[attr-defined]
+    # Shares 1/3 then 4/6: twice the epsilon, half the Laplace interval.
+    assert widths[1] / widths[0] == pytest.approx(0.5, rel=0.01)

@@ -8,7 +8,10 @@ The plan (each query's share of the budget is fixed before anything runs, so the
 split is public and the Session's filter accounts for it):
 
 * **rows** -- the number of rows (and of persons, with a privacy unit): one share;
-* **numeric and date columns** -- one share each, fixed fractions of it: (0) the range:
+* **every column** -- one share each, in proportion to its weight (``weights``,
+  default 1; the row count's weight is 1): the shares are ``w / (1 + sum of the
+  columns' w)``, rounded down so that they never add up to more than the budget;
+* **numeric and date columns** -- fixed fractions of the column's share: (0) the range:
   noisy counts of persons over public bins (powers of two; for dates and times, the
   years of a public date range), whose occupied span becomes the column's range (15%).
   Then, decided by post-processing of that release: an integer column (public schema
@@ -37,6 +40,7 @@ query runner (``_Runner``) is the next piece to move out (issue 14 follow-up).
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime
@@ -106,6 +110,10 @@ INTEGER_CHECK_Z = float(norm.isf(INTEGER_CHECK_FALSE))
 #: With a privacy unit: the share of the rows' budget that counts rows at DROPPED_FACTOR
 #: times ``max_rows`` per person, to estimate how many rows the bound dropped.
 DROPPED_SHARE, DROPPED_FACTOR = 0.25, 10
+#: Per-column weights (``describe(weights=...)``) may differ from each other and from the
+#: row count's weight 1 by at most this factor: a share a million times smaller than
+#: another would be pure noise.
+MAX_WEIGHT_RATIO = 1e6
 #: Public range of dates and times when the user gives none (the range query counts
 #: persons per year over it, with one more bin either side for anything outside).
 DEFAULT_DATE_RANGE: tuple[date, date] = (date(1900, 1, 1), date(2100, 1, 1))
@@ -150,8 +158,14 @@ class DescribePlan:
     skipped:
         ``(name, reason)`` of the columns left out.
     share:
-        The fraction of the Session's total budget given to each query group (rows,
-        then one per column); they add up to at most 1.
+        The fraction of the Session's total budget given to the row count (weight 1).
+    shares:
+        The fraction given to each column, in the order of ``columns`` (weight ``w``:
+        ``w / (1 + sum of the weights)``, rounded down); with ``share`` they add up to
+        at most 1 (exactly 1 up to rounding).
+    weights:
+        Each column's weight, in the order of ``columns`` (1 unless ``weights`` said
+        otherwise).
     max_rows:
         Rows per person kept per query (contribution bound), or None with one row per
         person.
@@ -165,6 +179,20 @@ class DescribePlan:
     share: float
     max_rows: int | None
     date_range: tuple[float, float] = (-2208988800.0, 4102444800.0)
+    shares: tuple[float, ...] = ()
+    weights: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        # Equal shares when none are given (the plan before per-column weights).
+        if not self.shares:
+            object.__setattr__(self, "shares", (self.share,) * len(self.columns))
+        if not self.weights:
+            object.__setattr__(self, "weights", (1.0,) * len(self.columns))
+
+    def share_of(self, column: str) -> float:
+        """The fraction of the Session's total budget given to ``column``."""
+        names = [name for name, _ in self.columns]
+        return self.shares[names.index(column)]
 
     @property
     def steps(self) -> int:
@@ -178,10 +206,16 @@ def plan_describe(
     columns: Sequence[str] | None = None,
     max_rows: int | None = None,
     date_range: tuple[date, date] | None = None,
+    weights: Mapping[str, float] | None = None,
 ) -> DescribePlan:
     """Decide which columns :func:`describe` summarises and how the budget is split.
 
     Uses the table's schema and the Session's budget type only; spends nothing.
+    ``weights`` maps summarised columns to positive weights (default 1; the row count's
+    weight is 1): each column's share of the budget is its weight over the sum of all
+    weights. A column not in the table is a :class:`~dpkit.errors.DataError`; a column
+    not summarised, or a weight that is not a positive finite number (or more than
+    :data:`MAX_WEIGHT_RATIO` times another), an :class:`~dpkit.errors.InvalidParameter`.
     """
     owner = "describe"
     schema = session.columns
@@ -214,8 +248,82 @@ def plan_describe(
     rows = (10 if max_rows is None else max_rows) if unit is not None else None
     if rows is not None and (isinstance(rows, bool) or not isinstance(rows, int) or rows < 1):
         raise InvalidParameter.for_parameter("max_rows", owner, "an int >= 1", max_rows)
-    share = 1.0 / (1 + len(chosen))
-    return DescribePlan(tuple(chosen), tuple(skipped), share, rows, _date_range(date_range, owner))
+    span = _date_range(date_range, owner)
+    column_weights = _weights(weights, chosen, skipped, schema, unit, owner)
+    share, shares = _split_shares(column_weights)
+    return DescribePlan(
+        tuple(chosen), tuple(skipped), share, rows, span, shares, tuple(column_weights)
+    )
+
+
+def _weights(
+    weights: Mapping[str, float] | None,
+    chosen: Sequence[tuple[str, ColumnKind]],
+    skipped: Sequence[tuple[str, str]],
+    schema: Mapping[str, str],
+    unit: str | None,
+    owner: str,
+) -> list[float]:
+    """The chosen columns' weights (1 by default), checked: public information only."""
+    if weights is None:
+        return [1.0] * len(chosen)
+    if not isinstance(weights, Mapping):
+        raise InvalidParameter.for_parameter(
+            "weights", owner, "a mapping of column names to positive numbers", weights
+        )
+    unknown = [c for c in weights if c not in schema]
+    if unknown:
+        raise DataError(
+            f"{owner}: weights name column(s) {unknown} that the table does not have. "
+            f"Available columns: {sorted(schema)}."
+        )
+    names = {name for name, _ in chosen}
+    reasons = dict(skipped)
+    for column, weight in weights.items():
+        if column not in names:
+            why = (
+                "it is the privacy unit"
+                if column == unit
+                else reasons.get(column, "it is not among the columns summarised")
+            )
+            raise InvalidParameter(
+                f"{owner}: a weight for column {column!r}, which is not summarised ({why})."
+            )
+        ok = (
+            isinstance(weight, numbers.Real)
+            and not isinstance(weight, bool)
+            and math.isfinite(weight)
+            and weight > 0
+        )
+        if not ok:
+            raise InvalidParameter(
+                f"{owner}: the weight of column {column!r} must be a positive finite "
+                f"number; got {weight!r}."
+            )
+    values = [float(weights.get(name, 1.0)) for name, _ in chosen]
+    every = [1.0, *values]  # the row count's weight is 1
+    if max(every) > MAX_WEIGHT_RATIO * min(every):
+        raise InvalidParameter(
+            f"{owner}: weights may differ by a factor of at most {MAX_WEIGHT_RATIO:g} "
+            f"(from each other and from the row count's 1); got {min(every):g} to "
+            f"{max(every):g}."
+        )
+    return values
+
+
+def _split_shares(weights: Sequence[float]) -> tuple[float, tuple[float, ...]]:
+    """The row count's share (weight 1) and each column's: weight over the sum of the
+    weights, computed exactly and rounded down, so the shares add up to at most 1."""
+    exact = [Fraction(1), *(Fraction(w) for w in weights)]
+    total = sum(exact, Fraction(0))
+    shares = [_float_down(w / total) for w in exact]
+    return shares[0], tuple(shares[1:])
+
+
+def _float_down(value: Fraction) -> float:
+    """The largest float at most ``value``."""
+    number = float(value)
+    return math.nextafter(number, 0.0) if Fraction(number) > value else number
 
 
 def _date_range(value: tuple[date, date] | None, owner: str) -> tuple[float, float]:
@@ -243,6 +351,7 @@ def describe(
     source: str | None = None,
     progress: Callable[[str], None] | None = None,
     date_range: tuple[date, date] | None = None,
+    weights: Mapping[str, float] | None = None,
 ) -> DatasetSummary:
     """Release a private summary of every column of ``session``'s table.
 
@@ -250,8 +359,8 @@ def describe(
     ----------
     session:
         The Session to spend; the summary uses all of its *remaining* budget, split as
-        :func:`plan_describe` says (equal shares: one for the row count, one per
-        column).
+        :func:`plan_describe` says (one share for the row count, one per column, in
+        proportion to ``weights``; equal by default).
     columns:
         Columns to summarise (default: all but the privacy unit).
     max_rows:
@@ -269,6 +378,11 @@ def describe(
         Public range ``(start, stop)`` of the date and time columns' values (default
         :data:`DEFAULT_DATE_RANGE`, 1900-01-01 to 2100-01-01); values outside it are
         counted in the range query's under- and overflow bins and clamped.
+    weights:
+        Relative budget weights of columns, e.g. ``{"income": 4}`` (default 1 each;
+        the row count's weight is 1): a column's share is its weight over the sum of
+        all weights, so a heavier column gets more accurate releases and the others
+        less accurate ones. Checked before anything is spent.
 
     Returns
     -------
@@ -287,7 +401,9 @@ def describe(
         raise InvalidParameter.for_parameter("top", owner, "an int >= 1", top)
     if not (isinstance(confidence, float) and 0.0 < confidence < 1.0):
         raise InvalidParameter.for_parameter("confidence", owner, "a float in (0, 1)", confidence)
-    plan = plan_describe(session, columns=columns, max_rows=max_rows, date_range=date_range)
+    plan = plan_describe(
+        session, columns=columns, max_rows=max_rows, date_range=date_range, weights=weights
+    )
     total = session.remaining
     if _amount(total) <= MIN_REMAINING * (_amount(total) + _amount(session.spent)):
         raise BudgetExceeded(
@@ -296,7 +412,7 @@ def describe(
             requested="the remaining budget",
             remaining=total,
         )
-    shares = _Shares(session, total, plan.share)
+    shares = _Shares(session, total, plan)
     tell = progress or (lambda _label: None)
     runner = _Runner(session, plan, shares, confidence)
     first_record = len(session.history)
@@ -311,6 +427,8 @@ def describe(
         else:
             summaries.append(runner.numeric(name, kind, tell))
     notes = [f"{name}: skipped ({reason})" for name, reason in plan.skipped]
+    if any(w != 1.0 for w in plan.weights):
+        notes.append(_weights_note(plan))
     if plan.max_rows is not None:
         notes.insert(
             0,
@@ -344,6 +462,18 @@ def describe(
     )
 
 
+def _weights_note(plan: DescribePlan) -> str:
+    """The budget weights of a weighted plan and the shares they give (public)."""
+    parts = [f"rows 1 ({plan.share:.1%})"]
+    rest = [s for w, s in zip(plan.weights, plan.shares, strict=True) if w == 1.0]
+    for (name, _), weight, share in zip(plan.columns, plan.weights, plan.shares, strict=True):
+        if weight != 1.0:
+            parts.append(f"{name} {weight:g} ({share:.1%})")
+    if rest:
+        parts.append(f"other columns 1 ({rest[0]:.1%} each)")
+    return "Budget weights (public, set before the run): " + ", ".join(parts) + "."
+
+
 def _run_guarantee(session: Session, first: int) -> tuple[Guarantee, Guarantee, float]:
     """What this run spent (query currency), the guarantee it satisfies, and the delta
     it spent on key selection -- summed exactly from the Session's ledger records."""
@@ -368,12 +498,17 @@ def _run_guarantee(session: Session, first: int) -> tuple[Guarantee, Guarantee, 
 class _Shares:
     """Turns fractions of the budget into the Session's currency, and records them."""
 
-    def __init__(self, session: Session, total: Guarantee, share: float) -> None:
+    def __init__(self, session: Session, total: Guarantee, plan: DescribePlan) -> None:
         self._total = total
-        self.share = share
+        self.share = plan.share  # the row count's
+        self._columns = {name: s for (name, _), s in zip(plan.columns, plan.shares, strict=True)}
         self.lines: list[BudgetShare] = []
         # The Session's query currency: PureDP for PureDP budgets, ZCDP otherwise.
         self._currency = session.remaining
+
+    def of(self, column: str) -> float:
+        """The fraction of the total budget given to ``column``."""
+        return self._columns[column]
 
     def take(self, fraction: float, label: str, mechanism: str) -> Guarantee:
         """The guarantee worth ``fraction`` of the total, rounded down, recorded."""
@@ -486,7 +621,7 @@ class _Runner:
         sql_type = self._session.columns[name]
         if sql_type.upper().startswith("BOOLEAN"):
             return self.boolean(name, sql_type)
-        budget = self._shares.take(self._shares.share, name, "key selection + count")
+        budget = self._shares.take(self._shares.of(name), name, "key selection + count")
         query = self._grouped(self._query().group_by(name, keys="private").count())
         result = self._evaluate(query, budget)
         columns = result.columns
@@ -513,7 +648,7 @@ class _Runner:
 
     def boolean(self, name: str, sql_type: str) -> ColumnSummary:
         """A BOOLEAN column: the count of values and the share of true (public keys)."""
-        budget = self._shares.take(self._shares.share, name, "count, share true")
+        budget = self._shares.take(self._shares.of(name), name, "count, share true")
         flag = f"{name}__flag"
         query = (
             self._query()
@@ -555,7 +690,7 @@ class _Runner:
             # Points in time as seconds since the Unix epoch (a public, per-row map).
             column = f"{name}__epoch"
             base = base.with_column(column, f"epoch({_quote(name)})")
-        share = self._shares.share
+        share = self._shares.of(name)
         notes: list[str] = list(scale.notes())
 
         # 1. Range: noisy counts of persons over public bins (powers of two; years of
@@ -683,7 +818,7 @@ class _Runner:
         """An integer(-valued) column with few values in its released range: counts per
         value. ``rest`` scales the shares (after an integer check); ``extra`` holds that
         check's release."""
-        share = self._shares.share * rest
+        share = self._shares.of(name) * rest
         low, high = bounds
         first, last = scale.support_bounds(low, high)
         budget = self._shares.take(share * FEW_MEAN_SHARE, f"{name}: count, mean", "count, mean")
@@ -757,7 +892,7 @@ class _Runner:
         extra: tuple[Statistic, ...] = (),
     ) -> ColumnSummary:
         """Percentiles, max, count, mean and histogram of a column with many values."""
-        share = self._shares.share * rest
+        share = self._shares.of(name) * rest
         low, high = bounds
         unit = EPOCH_SECONDS if scale.date else ""
 

@@ -4,6 +4,11 @@ Everything here is computed from public information -- the schema, the options a
 the budget -- by :func:`dpkit.analytics.describe.plan_describe` and
 :meth:`dpkit.Session.explain`; no query runs and nothing is charged.
 
+Each column's share follows its weight (``--weight COL=W``, default 1; the row
+count's weight is 1), as :func:`~dpkit.analytics.describe.plan_describe` computes it;
+with weights, a "weight" column is shown. With date columns, the public date range
+(``--date-range``) is printed.
+
 Expected accuracy is shown where it does not depend on the data: the half-width of
 the row count's interval, of each numeric column's count of values and of each
 category's count, the rank radius of the percentiles, and the threshold of private
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from datetime import date, timedelta
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -45,6 +51,7 @@ class PlanLine:
     budget: Guarantee
     queries: int
     accuracy: tuple[str, ...]
+    weight: float = 1.0
 
 
 def guarantee_text(guarantee: Guarantee) -> str:
@@ -103,7 +110,7 @@ def describe_plan(session: Session, plan: DescribePlan, confidence: float = 0.95
             return None
 
     lines: list[PlanLine] = []
-    share = _scaled(total, plan.share)
+    share = _scaled(total, plan.share)  # the row count's (weight 1)
     rows = base.count(name="rows")
     if plan.max_rows is not None:
         rows = rows.count_distinct(name="persons")
@@ -113,7 +120,8 @@ def describe_plan(session: Session, plan: DescribePlan, confidence: float = 0.95
     )
     lines.append(PlanLine("rows", "count", plan.share, share, 1, accuracy))
     groups = split["MAX_GROUPS_PER_PERSON"] if plan.max_rows is not None else None
-    for name, kind in plan.columns:
+    for (name, kind), fraction, weight in zip(plan.columns, plan.shares, plan.weights, strict=True):
+        share = _scaled(total, fraction)
         quoted = '"' + name.replace('"', '""') + '"'
         notes: list[str] = []
         if kind == "categorical":
@@ -131,7 +139,7 @@ def describe_plan(session: Session, plan: DescribePlan, confidence: float = 0.95
                 )
         elif isinstance(split["MEAN_SHARE"], float) and isinstance(split["ORDER_SHARE"], float):
             count = base.filter(f"{quoted} IS NOT NULL").count(name="count")
-            found = explain(count, _scaled(total, plan.share * split["MEAN_SHARE"]))
+            found = explain(count, _scaled(total, fraction * split["MEAN_SHARE"]))
             if found is not None:
                 notes.extend(f"values ±{s.half_width:,.4g}" for s in found.statistics)
             column, query = name, base
@@ -141,7 +149,7 @@ def describe_plan(session: Session, plan: DescribePlan, confidence: float = 0.95
             levels = split["PERCENTILES"] or (0.5,)
             grid = split["GRID_SIZE"] or 10_001
             order = query.quantile(column, tuple(levels), bounds=(0.0, 1.0), grid_size=grid)
-            found = explain(order, _scaled(total, plan.share * split["ORDER_SHARE"]))
+            found = explain(order, _scaled(total, fraction * split["ORDER_SHARE"]))
             radii = [o.rank_radius for o in found.orders if o.rank_radius] if found else []
             if radii:
                 notes.append(f"percentiles within ±{max(radii):,} ranks")
@@ -151,8 +159,14 @@ def describe_plan(session: Session, plan: DescribePlan, confidence: float = 0.95
                     f"if its range holds few integers: {check:.0%} of its share counts "
                     "values that are not integers (found integer-valued: counts per value)"
                 )
-        lines.append(PlanLine(name, kind, plan.share, share, _QUERIES.get(kind, 1), tuple(notes)))
+        queries = _QUERIES.get(kind, 1)
+        lines.append(PlanLine(name, kind, fraction, share, queries, tuple(notes), weight))
     return lines
+
+
+def _day(seconds: float) -> str:
+    """An ISO date from seconds since the Unix epoch (a day boundary)."""
+    return (date(1970, 1, 1) + timedelta(days=round(seconds / 86_400))).isoformat()
 
 
 def print_plan(
@@ -170,13 +184,21 @@ def print_plan(
             f"(privacy unit {session.privacy_unit!r}).",
             highlight=False,
         )
+    if any(name_kind[1] == "date" for name_kind in plan.columns):
+        start, stop = (_day(seconds) for seconds in plan.date_range)
+        console.print(
+            f"Public date range (dates outside are clamped): {start} to {stop}.", highlight=False
+        )
+    weighted = any(line.weight != 1.0 for line in lines)
     table = Table(title="Plan (expected accuracy: 95% intervals, public information only)")
-    for header in ("summarised", "kind", "share", "budget", "queries", "expected accuracy"):
+    headers = ("summarised", "kind", *(("weight",) if weighted else ()), "share", "budget")
+    for header in (*headers, "queries", "expected accuracy"):
         table.add_column(header, overflow="fold")
     for line in lines:
         cells = (
             line.target,
             line.kind,
+            *((f"{line.weight:g}",) if weighted else ()),
             f"{line.fraction:.1%}",
             guarantee_text(line.budget),
             str(line.queries),
@@ -204,11 +226,13 @@ def plan_payload(session: Session, plan: DescribePlan, lines: list[PlanLine]) ->
         "remaining": budget(session.remaining),
         "privacy_unit": session.privacy_unit,
         "max_rows": plan.max_rows,
+        "date_range": [_day(seconds) for seconds in plan.date_range],
         "queries": plan.steps,
         "plan": [
             {
                 "target": line.target,
                 "kind": line.kind,
+                "weight": line.weight,
                 "share": line.fraction,
                 "budget": budget(line.budget),
                 "queries": line.queries,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping, Sequence
+from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -131,12 +132,16 @@ def summarise(
     top: int,
     console: Console,
     source: str | None = None,
+    weights: Mapping[str, float] | None = None,
+    date_range: tuple[date, date] | None = None,
 ) -> DatasetSummary:
     """Run :func:`dpkit.analytics.describe.describe` on ``session``, with a progress bar
     on ``console`` when it is a terminal (one step per column)."""
     from dpkit.analytics.describe import describe, plan_describe
 
-    plan = plan_describe(session, columns=columns, max_rows=max_rows)
+    plan = plan_describe(
+        session, columns=columns, max_rows=max_rows, date_range=date_range, weights=weights
+    )
     progress = Progress(
         SpinnerColumn(),
         TextColumn("[progress.description]{task.description}"),
@@ -163,7 +168,14 @@ def summarise(
             progress.update(task, description=f"summarising {label}")
 
         summary = describe(
-            session, columns=columns, max_rows=max_rows, top=top, source=source, progress=advance
+            session,
+            columns=columns,
+            max_rows=max_rows,
+            top=top,
+            source=source,
+            progress=advance,
+            date_range=date_range,
+            weights=weights,
         )
         progress.update(task, completed=len(steps) - 1)
     return summary
@@ -194,6 +206,22 @@ def describe_command(
         int | None, typer.Option(help="Rows kept per person per query (default 10).")
     ] = None,
     top: Annotated[int, typer.Option(help="Categories shown per categorical column.")] = 10,
+    weight: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="COL=W",
+            help="A column's budget weight relative to the others' 1 (repeatable), e.g. "
+            "income=4: its share is W over the sum of all weights (the row count's is 1).",
+        ),
+    ] = None,
+    date_range: Annotated[
+        str | None,
+        typer.Option(
+            metavar="START:END",
+            help="Public range of the date columns' values, two ISO dates, e.g. "
+            "2012-01-01:2016-01-01 (default 1900-01-01:2100-01-01).",
+        ),
+    ] = None,
     engine: Annotated[str, typer.Option(help="Query engine (only 'duckdb' for now).")] = "duckdb",
     types: Annotated[
         list[str] | None,
@@ -250,6 +278,7 @@ def describe_command(
     else does; errors are then JSON too.
     """
     from dpkit.analytics._sources import check_csv_options
+    from dpkit.cli._options import date_range_from_option, weights_from_options
 
     output = Output(json_out)
     try:
@@ -257,6 +286,8 @@ def describe_command(
             raise InvalidParameter(f"--engine must be 'duckdb' for now. Got {engine!r}.")
         budget = budget_from_options(epsilon, delta, rho)
         schema = schema_from_options(types)
+        weights = weights_from_options(weight)
+        span = date_range_from_option(date_range)
         csv = check_csv_options(
             encoding=encoding, delimiter=delimiter, na_values=na_values, owner="dpkit describe"
         )
@@ -274,7 +305,7 @@ def describe_command(
         wanted = [c.strip() for c in columns.split(",")] if columns else None
         chosen = select_columns(session, wanted, exclude or [])
         if dry_run:
-            _dry_run(session, chosen, max_rows, output)
+            _dry_run(session, chosen, max_rows, output, weights, span)
             return
         summary = summarise(
             session,
@@ -283,6 +314,8 @@ def describe_command(
             top=top,
             console=output.err,
             source=data.name,
+            weights=weights,
+            date_range=span,
         )
     except DPError as err:
         output.fail(err)
@@ -290,14 +323,21 @@ def describe_command(
 
 
 def _dry_run(
-    session: Session, columns: list[str] | None, max_rows: int | None, output: Output
+    session: Session,
+    columns: list[str] | None,
+    max_rows: int | None,
+    output: Output,
+    weights: Mapping[str, float] | None = None,
+    date_range: tuple[date, date] | None = None,
 ) -> None:
     import json
 
     from dpkit.analytics.describe import plan_describe
     from dpkit.cli._dryrun import describe_plan, plan_payload, print_plan
 
-    plan = plan_describe(session, columns=columns, max_rows=max_rows)
+    plan = plan_describe(
+        session, columns=columns, max_rows=max_rows, date_range=date_range, weights=weights
+    )
     lines = describe_plan(session, plan)
     if not output.json_to_stdout:
         print_plan(session, plan, lines, output.out)
