@@ -20,7 +20,11 @@ for dpkit's session.
 
 Differences from DuckDB that the user can see: integer overflow in an expression makes
 only the failing operation NULL (DuckDB's ``TRY`` makes the whole expression NULL);
-``min_by``'s ``n`` stops at 10^5, so ``max_rows`` above it uses the window branch.
+``min_by``'s ``n`` stops at 10^5, so ``max_rows`` above it uses the window branch;
+a regular expression that repeats a group is refused (Java's regex engine recurses per
+repetition). Functions whose Spark namesake means something else are rewritten to
+DuckDB's meaning (:func:`_duckdb_meaning`); the differences still open are the
+failing cases of tests/adversarial/test_spark_attacks.py.
 """
 
 from __future__ import annotations
@@ -29,12 +33,15 @@ import functools
 import os
 import shutil
 import uuid
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from dpkit.analytics.engines._hash import HashDialect
 from dpkit.analytics.engines._sql import SqlEngine
 from dpkit.errors import DataError, EngineError, InvalidParameter
+
+if TYPE_CHECKING:
+    from dpkit.analytics._sources import CsvOptions
 
 __all__ = ["SparkEngine", "spark_session", "spark_type"]
 
@@ -108,13 +115,15 @@ def spark_session(owner: str = "dpkit") -> Any:
 
 
 _INTEGER_TARGETS = ("TINYINT", "SMALLINT", "INT", "BIGINT")
+#: SQLGlot's names of the signed integer types Spark has, and their widths.
+_INTEGER_BITS = {"TINYINT": 8, "SMALLINT": 16, "INT": 32, "BIGINT": 64}
 
 
-def _cast_source_types(sql: str, types: tuple[tuple[str, str], ...]) -> list[str | None]:
-    """The type of each CAST's operand in ``sql`` (in ``find_all`` order), from SQLGlot's
-    type annotation over the columns' types; None where unknown."""
+def _operand_types(sql: str, types: tuple[tuple[str, str], ...], kind: Any) -> list[Any]:
+    """The type of the operand of each ``kind`` node (``exp.Cast``, ``exp.Neg``...) in
+    ``sql`` (in ``find_all`` order), from SQLGlot's type annotation over the columns'
+    types (SQLGlot DataTypes); None where unknown."""
     import sqlglot
-    from sqlglot import exp
     from sqlglot.optimizer.annotate_types import annotate_types
     from sqlglot.optimizer.qualify import qualify
 
@@ -125,11 +134,16 @@ def _cast_source_types(sql: str, types: tuple[tuple[str, str], ...]) -> list[str
         tree = annotate_types(tree, schema=schema, dialect="duckdb")
     except Exception:
         return []
-    out: list[str | None] = []
-    for cast in tree.find_all(exp.Cast):
-        kind = cast.this.type
-        out.append(None if kind is None else kind.this.name)
-    return out
+    return [node.this.type for node in tree.find_all(kind)]
+
+
+def _cast_source_types(sql: str, types: tuple[tuple[str, str], ...]) -> list[str | None]:
+    """The type of each CAST's operand in ``sql`` (in ``find_all`` order)."""
+    from sqlglot import exp
+
+    return [
+        None if kind is None else kind.this.name for kind in _operand_types(sql, types, exp.Cast)
+    ]
 
 
 @functools.lru_cache(maxsize=4096)
@@ -170,9 +184,76 @@ def _translate(sql: str, types: tuple[tuple[str, str], ...] = ()) -> str:
             elif source == "DECIMAL":
                 rounding[id(cast)] = "round"
 
+    # Unary minus and abs: Spark's wrap at the integer types' ends with ANSI off (DuckDB
+    # gives NULL), and Spark's unary minus (and abs) of a DECIMAL above ~16 digits goes
+    # through a double: a wrong value, or an ArithmeticException while reading on the
+    # rows whose rounded value no longer fits (found by the adversarial review). Minus
+    # becomes a try_subtract from zero (exact, an integer operand's type kept, NULL on
+    # overflow); abs of an integer is NULL at the type's minimum, abs of a DECIMAL drops
+    # the sign of its text. Each writes its operand once (no growth with nesting).
+    # Known left: Spark's round(x, -n) of an integer wraps at the type's ends.
+    signs = {
+        id(node): source
+        for node, source in zip(
+            list(tree.find_all(exp.Neg, exp.Abs)),
+            _operand_types(sql, types, (exp.Neg, exp.Abs)),
+            strict=False,
+        )
+        if source is not None
+        and source.this.name in (*_INTEGER_BITS, "DECIMAL")
+        # A negative literal stays one (Spark wants literal scales: round(x, -1)).
+        and not isinstance(node.this.unnest(), exp.Literal)
+    }
+
+    def sign_fix(node: Any) -> Any:
+        source = signs[id(node)]
+        operand = node.this
+        if isinstance(node, exp.Neg):
+            zero: Any = exp.Literal.number(0)
+            if source.this.name != "DECIMAL":
+                zero = exp.Cast(this=zero, to=source.copy())
+            return exp.Anonymous(this="try_subtract", expressions=[zero, operand])
+        if source.this.name == "DECIMAL":
+            text = exp.Cast(this=operand, to=exp.DataType.build("STRING"))
+            unsigned = exp.Trim(this=text, expression=exp.Literal.string("-"), position="LEADING")
+            return exp.TryCast(this=unsigned, to=source.copy(), safe=True)
+        lowest = exp.Cast(
+            this=exp.Literal.number(-(2 ** (_INTEGER_BITS[source.this.name] - 1))), to=source.copy()
+        )
+        return exp.Nullif(this=node.copy(), expression=lowest)
+
+    # left(s, -k) and right(s, -k): all but the last (first) k characters on DuckDB, ''
+    # on Spark. Rewritten where k is a literal (read before the children change).
+    drops = {
+        id(node): int(count.this.this)
+        for node in tree.find_all(exp.Left, exp.Right)
+        for count in [node.expression]
+        if isinstance(count, exp.Neg) and isinstance(count.this, exp.Literal) and count.this.is_int
+    }
+
     def fix(node: Any) -> Any:
         if isinstance(node, exp.Try):
             return node.this
+        if id(node) in signs:
+            return sign_fix(node)
+        meaning = _duckdb_meaning(node, drops)
+        if meaning is not None:
+            return meaning
+        if isinstance(node, exp.Like | exp.ILike):
+            # Spark's LIKE escapes with a backslash and raises on a pattern ending with
+            # one or putting one before another character than '_', '%' or itself: a
+            # pattern read from a row could fail on some tables only. DuckDB's LIKE has
+            # no escape character; doubling every backslash gives Spark that meaning
+            # (replace is total), on every pattern.
+            pattern = node.expression
+            node.set(
+                "expression",
+                exp.Anonymous(
+                    this="replace",
+                    expressions=[pattern, exp.Literal.string("\\"), exp.Literal.string("\\\\")],
+                ),
+            )
+            return node
         if isinstance(node, exp.Cast):
             operand = node.this
             how = rounding.get(id(node))
@@ -196,6 +277,90 @@ def _translate(sql: str, types: tuple[tuple[str, str], ...] = ()) -> str:
     return str(tree.sql(dialect="spark"))
 
 
+def _call(name: str, *args: Any) -> Any:
+    from sqlglot import exp
+
+    return exp.Anonymous(this=name, expressions=list(args))
+
+
+def _duckdb_meaning(node: Any, drops: dict[int, int]) -> Any:
+    """Spark SQL with DuckDB's meaning for the functions whose Spark namesake (as SQLGlot
+    writes it) answers differently on the same row (found by the adversarial review);
+    None for every other node. No rewrite can fail on a row, and each writes its
+    operands once."""
+    from sqlglot import exp
+
+    def number(value: int) -> Any:
+        return exp.Literal.number(value)
+
+    def sunday_zero(day: Any) -> Any:  # DuckDB's dayofweek: Sunday 0 .. Saturday 6
+        return exp.Mod(
+            this=exp.Paren(this=exp.Add(this=_call("weekday", day), expression=number(1))),
+            expression=number(7),
+        )
+
+    def monday_one(day: Any) -> Any:  # DuckDB's isodow: Monday 1 .. Sunday 7
+        return exp.Paren(this=exp.Add(this=_call("weekday", day), expression=number(1)))
+
+    if isinstance(node, exp.DayOfWeek):
+        return sunday_zero(node.this)
+    if isinstance(node, exp.DayOfWeekIso):
+        return monday_one(node.this)
+    if isinstance(node, exp.Extract) and isinstance(node.this, exp.Var):
+        unit = node.this.name.lower()
+        if unit in ("dow", "dayofweek"):
+            return sunday_zero(node.expression)
+        if unit == "isodow":
+            return monday_one(node.expression)
+    if isinstance(node, exp.Anonymous) and node.name.lower() == "date_part":
+        unit, day = [*node.expressions, None, None][:2]
+        if isinstance(unit, exp.Literal) and unit.is_string and day is not None:
+            if unit.this.lower() in ("dow", "dayofweek"):
+                return sunday_zero(day)
+            if unit.this.lower() == "isodow":
+                return monday_one(day)
+    if isinstance(node, exp.Log):
+        # DuckDB's log(x) is base 10 (Spark's is e); log(10, x) and log(2, x) as the C
+        # library's log10 and log2 (Spark's LOG(b, x) divides two logarithms).
+        base, value = (None, node.this) if node.expression is None else (node.this, node.expression)
+        if base is None or (isinstance(base, exp.Literal) and base.this in ("10", "10.0")):
+            return _call("log10", value)
+        if isinstance(base, exp.Literal) and base.this in ("2", "2.0"):
+            return _call("log2", value)
+    if isinstance(node, exp.DateDiff) and isinstance(node.args.get("unit"), exp.Var):
+        # DuckDB counts the boundaries crossed (date_part_boundary); Spark's DATEDIFF of
+        # a unit counts whole units.
+        unit = node.args["unit"].name.lower()
+        end, start = node.this, node.expression
+        if unit in ("year", "quarter", "month"):
+            # Whole months between the starts of the two periods: exact integers.
+            months = exp.Cast(
+                this=_call(
+                    "months_between",
+                    exp.DateTrunc(this=end, unit=exp.Literal.string(unit.upper())),  # type: ignore[no-untyped-call]
+                    exp.DateTrunc(this=start, unit=exp.Literal.string(unit.upper())),  # type: ignore[no-untyped-call]
+                ),
+                to=exp.DataType.build("BIGINT"),
+            )
+            if unit == "month":
+                return months
+            per = 12 if unit == "year" else 3
+            return exp.Paren(this=exp.IntDiv(this=months, expression=number(per)))
+        if unit == "day":
+            date = exp.DataType.build("DATE")
+            return _call(
+                "datediff",
+                exp.TryCast(this=end, to=date, safe=True),
+                exp.TryCast(this=start, to=date.copy(), safe=True),
+            )
+    if isinstance(node, exp.Left | exp.Right) and id(node) in drops:
+        skip = number(drops[id(node)] + 1)
+        if isinstance(node, exp.Right):
+            return exp.Substring(this=node.this, start=skip)
+        return _call("reverse", exp.Substring(this=_call("reverse", node.this), start=skip))
+    return None
+
+
 def _patterns(sql: str) -> list[str]:
     """The literal patterns of the regular expressions in ``sql``."""
     if "regexp" not in sql.lower():
@@ -205,6 +370,40 @@ def _patterns(sql: str) -> list[str]:
 
     tree = sqlglot.parse_one(sql, read="duckdb")
     return [str(m.expression.this) for m in tree.find_all(exp.RegexpLike)]
+
+
+#: The largest bounded repetition ``{n,m}`` of a group allowed in a pattern on Spark.
+_MAX_GROUP_REPEAT = 100
+
+
+def _repeats_a_group(pattern: str) -> bool:
+    """Whether ``pattern`` applies ``*``, ``+`` or a repetition above
+    :data:`_MAX_GROUP_REPEAT` to a group. Java's regex engine recurses once per
+    repetition of a group, so such a pattern overflows the stack on a long enough
+    value (StackOverflowError while reading: a failure that depends on the rows;
+    found by the adversarial review). A quantified character class does not recurse."""
+    import re
+
+    in_class = escaped = False
+    for i, char in enumerate(pattern):
+        if escaped:
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+        elif char == ")":
+            after = pattern[i + 1 :]
+            if after[:1] in ("*", "+"):
+                return True
+            bounded = re.match(r"\{(\d+)(,(\d*))?\}", after)
+            if bounded is not None:
+                upper = bounded.group(3) if bounded.group(2) else bounded.group(1)
+                if not upper or int(upper) > _MAX_GROUP_REPEAT:
+                    return True
+    return False
 
 
 class SparkEngine(SqlEngine):
@@ -231,6 +430,14 @@ class SparkEngine(SqlEngine):
     def expression(self, sql: str, derived: Sequence[tuple[str, str]] = ()) -> str:
         translated = _translate(sql, tuple(self.schema(derived).items()))
         for pattern in _patterns(sql):
+            if _repeats_a_group(pattern):
+                raise EngineError(
+                    "Spark cannot run the query: the regular expression "
+                    f"{pattern!r} repeats a group ('(...)*', '(...)+', '(...){{n,}}'). Spark's "
+                    "(Java's) regex engine recurses once per repetition and fails on long "
+                    "values, on some tables only; repeat a character class instead "
+                    "('[ab]*'), or use the DuckDB engine."
+                )
             self._check_pattern(pattern)
         return translated
 
@@ -293,6 +500,18 @@ class SparkEngine(SqlEngine):
             )
         except Exception:  # pragma: no cover - a Spark without log4j 2 (Spark Connect)
             pass
+        # PySpark 4 logs again, in Python, every SQL error it converts (a logger of its
+        # own with its own stream handler, pyspark.errors.exceptions.base): the whole
+        # failing statement, with the keyed hash's round keys, on stderr (found by the
+        # adversarial review).
+        import logging
+
+        try:
+            from pyspark.logger import PySparkLogger
+        except ImportError:  # pragma: no cover - PySpark 3 has no such log
+            return
+        for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+            PySparkLogger.getLogger(name).setLevel(logging.CRITICAL + 1)
 
     @property
     def relation(self) -> str:
@@ -318,7 +537,7 @@ class SparkEngine(SqlEngine):
             if not reads_rows:
                 frame.schema  # noqa: B018 - analysis only
                 return []
-            return [tuple(row) for row in frame.collect()]
+            return _collect(frame)
         except Exception as err:
             if binding:
                 raise EngineError(f"Spark cannot run the query: {_first_line(err)}") from None
@@ -349,6 +568,57 @@ class SparkEngine(SqlEngine):
         self._spark.catalog.dropGlobalTempView(self._view)
 
 
+#: Dates and timestamps that PySpark turns into Python values on every machine (a
+#: day's margin for a TIMESTAMP shown in the driver's local time zone).
+_PYTHON_RANGE = {
+    "date": ("DATE '0001-01-01'", "DATE '9999-12-31'"),
+    "timestamp": ("TIMESTAMP '0001-01-02 00:00:00'", "TIMESTAMP '9999-12-30 00:00:00'"),
+    "timestamp_ntz": (
+        "TIMESTAMP_NTZ '0001-01-01 00:00:00'",
+        "TIMESTAMP_NTZ '9999-12-31 23:59:59.999999'",
+    ),
+}
+
+
+def _collect(frame: Any) -> list[tuple[Any, ...]]:
+    """The rows of ``frame`` as Python tuples. A date or timestamp outside Python's
+    range (year 10000: a valid Spark date) makes PySpark raise ValueError while
+    converting it -- on the tables that hold one only (a derived group key
+    ``d + INTERVAL 1 DAY``, found by the adversarial review). Such values come back as
+    their text, as DuckDB's Python client returns them."""
+    schema = frame.schema
+    fields = [] if schema is None else schema.fields
+    temporal = {
+        i: _PYTHON_RANGE[f.dataType.simpleString()]
+        for i, f in enumerate(fields)
+        if f.dataType.simpleString() in _PYTHON_RANGE
+    }
+    if not temporal:
+        return [tuple(row) for row in frame.collect()]
+    names = [f"__c{i}" for i in range(len(fields))]
+    columns = []
+    for i, name in enumerate(names):
+        if i in temporal:
+            low, high = temporal[i]
+            columns.append(f"CASE WHEN {name} BETWEEN {low} AND {high} THEN {name} END")
+            columns.append(f"CAST({name} AS STRING)")
+        else:
+            columns.append(name)
+    out = []
+    for row in frame.toDF(*names).selectExpr(*columns).collect():
+        values, j = [], 0
+        for i in range(len(fields)):
+            if i in temporal:
+                inside, text = row[j], row[j + 1]
+                values.append(inside if inside is not None or text is None else text.lstrip("+"))
+                j += 2
+            else:
+                values.append(row[j])
+                j += 1
+        out.append(tuple(values))
+    return out
+
+
 def _first_line(err: Exception) -> str:
     text = str(getattr(err, "getMessage", lambda: str(err))())
     return text.splitlines()[0] if text else type(err).__name__
@@ -361,19 +631,38 @@ def _reading_error(err: Exception) -> str:
     )
 
 
-def read_path(spark: Any, path: str, schema: dict[str, str] | None, owner: str) -> Any:
+def read_path(
+    spark: Any,
+    path: str,
+    schema: Mapping[str, str] | None,
+    owner: str,
+    csv: CsvOptions | None = None,
+) -> Any:
     """A DataFrame over a Parquet or CSV file (CSV: header row, types inferred by Spark
-    from the whole file unless ``schema`` names them; a malformed value is NULL)."""
+    from the whole file unless ``schema`` names them; a malformed value is NULL).
+
+    ``csv`` (optional) fixes the encoding, the separator and one text read as missing
+    (Spark's CSV reader takes a single ``nullValue``)."""
     lower = path.lower()
     reader = spark.read
+    options: dict[str, str] = {}
+    if csv is not None:
+        if len(csv.na_values) > 1:
+            raise InvalidParameter(
+                f"{owner}: Spark's CSV reader reads one text as missing; got "
+                f"{len(csv.na_values)} (--na-values). Give one, or use the DuckDB engine."
+            )
+        options["encoding"] = csv.encoding
+        if csv.delimiter is not None:
+            options["sep"] = csv.delimiter
+        if csv.na_values:
+            options["nullValue"] = csv.na_values[0]
     try:
         if lower.endswith((".parquet", ".pq")):
             frame = reader.parquet(path)
         elif lower.endswith((".csv", ".csv.gz", ".tsv", ".tsv.gz")):
-            separator = "\t" if ".tsv" in lower else ","
-            frame = reader.csv(
-                path, header=True, inferSchema=True, sep=separator, mode="PERMISSIVE"
-            )
+            options.setdefault("sep", "\t" if ".tsv" in lower else ",")
+            frame = reader.csv(path, header=True, inferSchema=True, mode="PERMISSIVE", **options)
         else:
             raise DataError(
                 f"{owner}: cannot tell the format of {path!r} (expected .parquet, .pq, "
