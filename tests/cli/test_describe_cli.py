@@ -51,7 +51,7 @@ def test_describe_writes_terminal_json_and_html(csv_file: Path, tmp_path: Path) 
     ("args", "message"),
     [
         (["--columns", "nope"], "Available columns"),
-        (["--engine", "spark"], "--engine"),
+        (["--engine", "polars"], "--engine"),
         (["--rho", "0.5", "--epsilon", "1"], "either --rho"),
         (["--epsilon", "-1"], "epsilon"),
         (["--privacy-unit", "missing"], "privacy unit"),

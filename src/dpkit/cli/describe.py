@@ -84,21 +84,31 @@ def open_session(
     seed: int | None,
     schema: Mapping[str, str] | None = None,
     csv: CsvOptions | None = None,
+    engine: str = "duckdb",
 ) -> Session:
     """A Session over ``data``, as :meth:`~dpkit.Session.from_path` opens it, with the
     CSV reading options of the command line (the same ``source``, so a ledger written
     by one is resumed by the other)."""
-    from dpkit.analytics.engines import DuckDBEngine
     from dpkit.analytics._sources import open_file
+    from dpkit.analytics.engines import DuckDBEngine, Engine
     from dpkit.analytics.session import Session
 
     if not data.is_file():
         raise InvalidParameter(f"No file at {str(data)!r}.")
-    opened = open_file(data, schema=schema, owner="dpkit describe", csv=csv)
+    chosen: Engine
+    if engine == "spark":
+        from dpkit.analytics.engines.spark import SparkEngine, read_path, spark_session
+
+        owner = "dpkit describe --engine spark"
+        frame = read_path(spark_session(owner), str(data.resolve()), schema, owner, csv)
+        chosen = SparkEngine(frame)
+    else:
+        opened = open_file(data, schema=schema, owner="dpkit describe", csv=csv)
+        chosen = DuckDBEngine(opened.connection, opened.relation)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InsecureRandomWarning)
         return Session(
-            DuckDBEngine(opened.connection, opened.relation),
+            chosen,
             source=f"file:{data.resolve()}",
             privacy_unit=privacy_unit,
             budget=budget,
@@ -222,7 +232,13 @@ def describe_command(
             "2012-01-01:2016-01-01 (default 1900-01-01:2100-01-01).",
         ),
     ] = None,
-    engine: Annotated[str, typer.Option(help="Query engine (only 'duckdb' for now).")] = "duckdb",
+    engine: Annotated[
+        str,
+        typer.Option(
+            help="Query engine: duckdb (embedded, default) or spark (the active "
+            "SparkSession, or local[*]; needs pip install 'dpkit[spark]' and Java 17)."
+        ),
+    ] = "duckdb",
     types: Annotated[
         list[str] | None,
         typer.Option(
@@ -282,8 +298,8 @@ def describe_command(
 
     output = Output(json_out)
     try:
-        if engine != "duckdb":
-            raise InvalidParameter(f"--engine must be 'duckdb' for now. Got {engine!r}.")
+        if engine not in ("duckdb", "spark"):
+            raise InvalidParameter(f"--engine must be 'duckdb' or 'spark'. Got {engine!r}.")
         budget = budget_from_options(epsilon, delta, rho)
         schema = schema_from_options(types)
         weights = weights_from_options(weight)
@@ -301,6 +317,7 @@ def describe_command(
             seed=seed,
             schema=schema,
             csv=csv,
+            engine=engine,
         )
         wanted = [c.strip() for c in columns.split(",")] if columns else None
         chosen = select_columns(session, wanted, exclude or [])
