@@ -53,10 +53,12 @@ from scipy.stats import norm
 from dpkit.accounting._math.rounding import fraction_up
 from dpkit.accounting.guarantees import ZCDP, ApproxDP, Guarantee, PureDP
 from dpkit.analytics._describe_scales import (
+    RANGE_WINDOWS,
     _Scale,
     _whole_days,
     consistent_order_statistics,
     is_integer_type,
+    occupied_bins,
 )
 from dpkit.analytics.engines import NUMBER_TYPES
 from dpkit.analytics.query import Query
@@ -767,10 +769,13 @@ class _Runner:
         order = np.argsort(np.asarray(result.columns[f"{column}_bin"]), kind="stable")
         counts, se = counts[order], se[order]
         z = _range_z(isinstance(self._session.budget, PureDP))
-        occupied = np.flatnonzero(counts > z * se)
-        if occupied.size == 0:
+        occupied = occupied_bins(counts, se, z)
+        if not occupied:
             return None
-        rule = f"{scale.range_rule} whose noisy count of persons exceeds {z:.3g} standard errors"
+        rule = (
+            f"{scale.range_rule} whose noisy count of persons, alone or summed over up to "
+            f"{RANGE_WINDOWS[-1]} adjacent bins, exceeds {z:.3g} standard errors"
+        )
         return edges[occupied[0]], edges[occupied[-1] + 1], rule
 
     def _count_mean(
@@ -1008,10 +1013,15 @@ def _quote(name: str) -> str:
 
 
 def _range_z(laplace: bool) -> float:
-    """Standard errors an empty bin's noise exceeds with probability RANGE_FALSE_POSITIVE."""
-    if laplace:  # P(Lap(b) > t) = exp(-t / b) / 2, and se = sqrt(2) b
-        return math.log(1.0 / (2.0 * RANGE_FALSE_POSITIVE)) / math.sqrt(2.0)
-    return float(norm.isf(RANGE_FALSE_POSITIVE))
+    """Standard errors an empty bin's (or window's) noise exceeds with probability
+    RANGE_FALSE_POSITIVE / len(RANGE_WINDOWS): a bin is tested once per window width
+    (occupied_bins), so a column's false-positive rate stays RANGE_FALSE_POSITIVE per
+    bin. Sums of several Laplace noises have lighter tails than one Laplace noise of
+    the same standard error, so the Laplace z is conservative for windows."""
+    p = RANGE_FALSE_POSITIVE / len(RANGE_WINDOWS)
+    if laplace:
+        return math.log(1.0 / (2.0 * p)) / math.sqrt(2.0)
+    return float(norm.isf(p))
 
 
 def _within_noise_of_zero(statistic: Statistic) -> bool:
