@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
+import numpy.typing as npt
 
 from dpkit.analytics.engines import NUMBER_TYPES
 from dpkit.report.model import Statistic
@@ -271,7 +272,7 @@ def _calendar_edges(lo: float, hi: float) -> list[float]:
 RANGE_WINDOWS = (1, 2, 4, 8)
 
 
-def occupied_bins(counts: Sequence[float], se: Sequence[float], z: float) -> list[int]:
+def occupied_bins(counts: npt.ArrayLike, se: npt.ArrayLike, z: float) -> list[int]:
     """Indices of the public bins a range should cover, from their noisy counts
     (post-processing only).
 
