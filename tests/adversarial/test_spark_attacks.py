@@ -176,7 +176,12 @@ PARITY = {
     "date_diff counts quarter boundaries": "date_diff('quarter', d, DATE '2020-01-01')",
     "left of a negative count": "left(name, -1)",
     "right of a negative count": "right(name, -1)",
-    # Found by this review and not fixed (the report says why):
+}
+
+#: Found by this review and not fixed: wrong values on odd rows, never a failure (each
+#: is listed in docs/spark.md, "Known differences"). Strict xfails: a fix makes them
+#: pass, and the test then fails until they move to PARITY and the docs change.
+KNOWN_DIFFERENCES = {
     "substring from position 0": "substring(name, 0, 3)",
     "substring of negative length": "substring(name, 4, -2)",
     "floor of a large double": "floor(f)",
@@ -191,12 +196,25 @@ PARITY = {
 }
 
 
-@pytest.mark.parametrize("case", list(PARITY))
+@pytest.mark.parametrize(
+    "case",
+    [
+        *PARITY,
+        *(
+            pytest.param(
+                case,
+                marks=pytest.mark.xfail(strict=True, reason="a known difference (docs/spark.md)"),
+            )
+            for case in KNOWN_DIFFERENCES
+        ),
+    ],
+)
 def test_expression_values_are_duckdb_values(
     both: tuple[dp.Session, dp.Session], case: str
 ) -> None:
     duck, sparked = both
-    assert row_values(sparked, PARITY[case]) == row_values(duck, PARITY[case])
+    expression = PARITY.get(case) or KNOWN_DIFFERENCES[case]
+    assert row_values(sparked, expression) == row_values(duck, expression)
 
 
 # ------------------------------------------------------------------ keys out of Python's range
@@ -296,6 +314,7 @@ def hashes_on_both(
     return [[int(r[0]) for r in on_duckdb], [int(r[0]) for r in on_spark]]
 
 
+@pytest.mark.xfail(strict=True, reason="a known difference (docs/spark.md)")
 def test_decimals_of_many_places_hash_alike(spark: Any) -> None:
     # Spark writes a DECIMAL below 1e-6, or a zero of scale 7 or more, as '1E-10' and
     # '0E-10'; DuckDB as '0.0000000001'. The text is what _hash.py hashes.

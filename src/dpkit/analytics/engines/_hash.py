@@ -72,8 +72,9 @@ class HashDialect:
     hex_to_bigint: Callable[[str], str]
     #: ``date_days(sql)``: a DATE -> days since 1970-01-01 (BIGINT).
     date_days: Callable[[str], str]
-    #: ``epoch_micros(sql)``: a TIMESTAMP (with or without time zone) -> microseconds.
-    epoch_micros: Callable[[str], str]
+    #: ``epoch_micros(sql, type)``: a TIMESTAMP (``type`` says with or without time
+    #: zone) -> microseconds since the epoch (of the wall clock without a time zone).
+    epoch_micros: Callable[[str, str], str]
     #: ``int_div(a, b)``: integer division truncating towards zero.
     int_div: Callable[[str, str], str]
     #: The string type name for CAST (``VARCHAR``, ``STRING``).
@@ -175,9 +176,14 @@ class KeyedHash:
         if kind == "DATE":
             return self._integer_limbs(self._dialect.date_days(part.sql))
         if kind.startswith("TIMESTAMP"):
-            return self._integer_limbs(self._dialect.epoch_micros(part.sql))
-        # Strings, DECIMAL (printed as '1.50' by both engines) and anything else: md5
-        # of its text. Parity across engines holds where their text is the same.
+            return self._integer_limbs(self._dialect.epoch_micros(part.sql, kind))
+        if kind in ("BLOB", "BYTEA", "VARBINARY", "BINARY"):
+            # Bytes as their hexadecimal text (both engines print upper case).
+            return self._text_limbs(f"hex({part.sql})")
+        # Strings, DECIMAL and anything else: md5 of its text. Parity across engines
+        # holds where their text is the same: DECIMALs print alike ('1.50') except below
+        # 1e-6 with 7+ decimal places, which Spark writes as '1E-10' (a known gap:
+        # exact arithmetic on them loses scale in Spark's DECIMAL(38) rules).
         return self._text_limbs(f"CAST(({part.sql}) AS {self._dialect.text})")
 
     # ------------------------------------------------------------------ the hash

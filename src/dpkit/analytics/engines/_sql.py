@@ -130,7 +130,7 @@ class SqlEngine:
         return HashDialect(
             hex_to_bigint=lambda s: f"CAST(('0x' || {s}) AS BIGINT)",
             date_days=lambda s: f"CAST(date_diff('day', DATE '1970-01-01', {s}) AS BIGINT)",
-            epoch_micros=lambda s: f"epoch_us({s})",
+            epoch_micros=lambda s, _type: f"epoch_us({s})",
             int_div=self.int_div,
             text=self.text,
         )

@@ -103,7 +103,7 @@ def spark_session(owner: str = "dpkit") -> Any:
             "openjdk-17-jre-headless) or set JAVA_HOME."
         )
     cores = os.cpu_count() or 2
-    return (
+    started = (
         sql.SparkSession.builder.master("local[*]")
         .appName("dpkit")
         .config("spark.ui.enabled", "false")
@@ -112,6 +112,26 @@ def spark_session(owner: str = "dpkit") -> Any:
         .config("spark.sql.shuffle.partitions", str(2 * cores))
         .getOrCreate()
     )
+    _quiet_task_failures(started)
+    return started
+
+
+def _quiet_task_failures(spark: Any) -> None:
+    """A failing task's message can quote a row value, and Spark's executor and task
+    scheduler log it at ERROR on standard error in local mode. In the Spark dpkit
+    starts for the user, those loggers are off (dpkit's EngineError names the failure's
+    class); a SparkSession the user started keeps the user's logging."""
+    try:
+        jvm = spark.sparkContext._jvm
+        level = jvm.org.apache.logging.log4j.Level.OFF
+        configurator = jvm.org.apache.logging.log4j.core.config.Configurator
+        for name in (
+            "org.apache.spark.executor.Executor",
+            "org.apache.spark.scheduler.TaskSetManager",
+        ):
+            configurator.setLevel(name, level)
+    except Exception:  # pragma: no cover - a Spark without log4j 2 (Spark Connect)
+        pass
 
 
 _INTEGER_TARGETS = ("TINYINT", "SMALLINT", "INT", "BIGINT")
@@ -470,7 +490,7 @@ class SparkEngine(SqlEngine):
         return HashDialect(
             hex_to_bigint=lambda s: f"CAST(conv({s}, 16, 10) AS BIGINT)",
             date_days=lambda s: f"CAST(unix_date({s}) AS BIGINT)",
-            epoch_micros=lambda s: f"unix_micros(CAST({s} AS TIMESTAMP))",
+            epoch_micros=_epoch_micros,
             int_div=self.int_div,
             text=self.text,
         )
@@ -617,6 +637,15 @@ def _collect(frame: Any) -> list[tuple[Any, ...]]:
                 j += 1
         out.append(tuple(values))
     return out
+
+
+def _epoch_micros(sql: str, type_name: str) -> str:
+    """Microseconds since the epoch: of the instant for Spark's TIMESTAMP (DuckDB's
+    TIMESTAMP WITH TIME ZONE), of the wall clock for TIMESTAMP_NTZ (DuckDB's TIMESTAMP)
+    -- not through the session's time zone, which ``unix_micros`` would apply."""
+    if "TIME ZONE" in type_name.upper():
+        return f"unix_micros({sql})"
+    return f"timestampdiff(MICROSECOND, TIMESTAMP_NTZ '1970-01-01 00:00:00', {sql})"
 
 
 def _first_line(err: Exception) -> str:
