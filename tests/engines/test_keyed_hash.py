@@ -50,6 +50,7 @@ VALUES: dict[str, list[Any]] = {
     "DATE": [dt.date(1970, 1, 1), dt.date(1969, 12, 31), dt.date(2024, 2, 29), dt.date(1, 1, 1)],
     "BOOLEAN": [True, False],
     "DECIMAL(10,2)": [Decimal("1.50"), Decimal("-0.01"), Decimal("12345678.90")],
+    "BLOB": [b"", b"\x00", b"\xff\xfe", b"abc"],
 }
 
 
@@ -84,6 +85,7 @@ def spark_hashes(spark: Any, type_name: str, values: list[Any]) -> list[int]:
     spark_types = {
         "BIGINT": T.LongType(), "DOUBLE": T.DoubleType(), "VARCHAR": T.StringType(),
         "DATE": T.DateType(), "BOOLEAN": T.BooleanType(), "DECIMAL(10,2)": T.DecimalType(10, 2),
+        "BLOB": T.BinaryType(),
     }  # fmt: skip
     schema = T.StructType(
         [T.StructField("i", T.IntegerType()), T.StructField("v", spark_types[type_name])]
