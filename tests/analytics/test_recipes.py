@@ -14,9 +14,9 @@ import pytest
 
 import dpkit as dp
 from dpkit.analytics import KeySet, Query
-from dpkit.analytics.engines import EngineResult
 from dpkit.analytics._order import OrderSpec
 from dpkit.analytics._plan import Plan
+from dpkit.analytics.engines import EngineResult
 from dpkit.analytics.query import AggregationKind
 from dpkit.errors import EngineError
 

@@ -20,11 +20,11 @@ from fractions import Fraction
 
 from dpkit.accounting._math.conversions import pure_to_zcdp_rho
 from dpkit.analytics._accounting import BudgetKind, Noise, calibrate_noise, selection_threshold
-from dpkit.analytics.engines import is_numeric, quote
 from dpkit.analytics._expr import MAX_EXPANDED_SIZE, expanded_size, validate_expression
 from dpkit.analytics._keys import canonical_key_tuples
 from dpkit.analytics._order import ORDER_KINDS, OrderSpec, order_spec
 from dpkit.analytics._plan import PartScope, Plan, Statistic
+from dpkit.analytics.engines import is_numeric, quote
 from dpkit.analytics.query import Aggregation, KeySet, Query
 from dpkit.errors import DataError, InvalidParameter
 

@@ -15,8 +15,8 @@ from dpkit.accounting._math.rounding import fraction_up
 from dpkit.accounting.guarantees import ZCDP, PureDP
 from dpkit.analytics._accounting import BudgetKind, Noise, selection_threshold
 from dpkit.analytics._compile import CompiledQuery, StatisticSpec
-from dpkit.analytics.engines import EngineResult
 from dpkit.analytics._order import OrderSpec, order_columns, release_order
+from dpkit.analytics.engines import EngineResult
 from dpkit.analytics.query import Query
 from dpkit.mechanisms._base import Mechanism, Release
 from dpkit.random import Random
