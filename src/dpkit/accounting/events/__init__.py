@@ -33,7 +33,12 @@ with nested events as dicts; :func:`event_from_dict` rebuilds the event (validat
 """
 
 from dpkit.accounting.events._base import Event, event_from_dict, pure_epsilon, zcdp_rho
-from dpkit.accounting.events.composite import ComposedEvent, NoOpEvent, RepeatedEvent
+from dpkit.accounting.events.composite import (
+    ComposedEvent,
+    NoOpEvent,
+    RepeatAndSelectEvent,
+    RepeatedEvent,
+)
 from dpkit.accounting.events.mechanisms import (
     ApproxEvent,
     DiscreteGaussianEvent,
@@ -65,6 +70,7 @@ __all__ = [
     "PoissonSampledEvent",
     "PureEvent",
     "RandomizedResponseEvent",
+    "RepeatAndSelectEvent",
     "RepeatedEvent",
     "ReportNoisyMaxEvent",
     "SampledWithoutReplacementEvent",
