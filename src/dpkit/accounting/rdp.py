@@ -16,6 +16,8 @@ event                                           RDP epsilon at order ``a``
 any event with a pure epsilon                   the tight curve of Steinke 2024, Thm 4
 ``PoissonSampledEvent(GaussianEvent(s), q)``    Mironov, Talwar & Zhang 2019 (exact series)
 ``PoissonSampledEvent(pure event, q)``          Steinke's curve at the amplified epsilon
+``RepeatAndSelectEvent(e, mean, shape)``        Papernot & Steinke 2022, Thm 2 (finite shape)
+                                                or Thm 6 (Poisson) on the curve of ``e``
 ==============================================  ===============================================
 
 When several apply (an exponential mechanism is both eps-DP and eps^2/8-zCDP) the
@@ -40,6 +42,7 @@ from dpkit.accounting._math.rdp import (
     subsampled_gaussian_rdp_curve,
 )
 from dpkit.accounting._math.rounding import fraction_up, product_up
+from dpkit.accounting._math.selection import repeat_and_select_rdp
 from dpkit.accounting.accountant import Accountant
 from dpkit.accounting.events import (
     DiscreteGaussianEvent,
@@ -48,6 +51,7 @@ from dpkit.accounting.events import (
     LaplaceEvent,
     PoissonSampledEvent,
     RandomizedResponseEvent,
+    RepeatAndSelectEvent,
     pure_epsilon,
     zcdp_rho,
 )
@@ -83,6 +87,8 @@ def _leaf_curve(event: Event, orders: Curve) -> Curve | None:
 
     Cached: training loops compose the same event thousands of times.
     """
+    if isinstance(event, RepeatAndSelectEvent):
+        return _repeat_and_select_curve(event, orders)
     if isinstance(event, PoissonSampledEvent):
         inner, q = event.event, event.sampling_probability
         if isinstance(inner, GaussianEvent):
@@ -104,6 +110,25 @@ def _leaf_curve(event: Event, orders: Curve) -> Curve | None:
     if isinstance(event, RandomizedResponseEvent):
         return tuple(randomized_response_rdp(event.epsilon, event.categories, a) for a in orders)
     return _pointwise_min(_pure_curve(epsilon, orders), _zcdp_curve(zcdp_rho(event), orders))
+
+
+def _repeat_and_select_curve(event: RepeatAndSelectEvent, orders: Curve) -> Curve | None:
+    """PS22 Thm 2 / Thm 6 on the candidate's curve from this accountant (same grid).
+
+    The candidate may be any event this accountant supports (a composed training run,
+    for instance). A pure-DP candidate also gets Cor 3's ``(2 + shape) eps`` curve (finite
+    shape); the pointwise minimum of valid bounds is used.
+    """
+    inner = RDPAccountant(orders)
+    if not inner.supports(event.event):
+        return None
+    candidate = inner.compose(event.event).guarantee.epsilons
+    curve = repeat_and_select_rdp(
+        orders, candidate, event.mean, event.shape, pure_epsilon=pure_epsilon(event.event)
+    )
+    return _pointwise_min(
+        curve, _pure_curve(pure_epsilon(event), orders), _zcdp_curve(zcdp_rho(event), orders)
+    )
 
 
 def event_rdp(event: Event, orders: Sequence[float] = DEFAULT_ORDERS) -> RDP | None:
