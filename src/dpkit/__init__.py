@@ -45,6 +45,7 @@ from dpkit.accounting import (
 )
 from dpkit.errors import (
     BudgetExceeded,
+    CandidateFailed,
     DataError,
     DPError,
     DPWarning,
@@ -133,6 +134,7 @@ __all__ = [
     "ApproxDP",
     "ApproxDPFilter",
     "BudgetExceeded",
+    "CandidateFailed",
     "DPError",
     "DPWarning",
     "DataError",

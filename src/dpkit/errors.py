@@ -12,6 +12,7 @@ The hierarchy::
     ├─ DataError(DPError)
     ├─ EngineError(DPError)
     ├─ UnsupportedEvent(DPError, TypeError)
+    ├─ CandidateFailed(DPError)
     └─ InternalError(DPError, AssertionError)
     DPWarning(UserWarning)
     ├─ InsecureRandomWarning
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 __all__ = [
     "BudgetExceeded",
+    "CandidateFailed",
     "DPError",
     "DPWarning",
     "DataError",
@@ -79,6 +81,23 @@ class EngineError(DPError):
 
 class UnsupportedEvent(DPError, TypeError):
     """An accountant cannot analyse an event; the message names the sub-event."""
+
+
+class CandidateFailed(DPError):
+    """A private selection stopped because a draw of its candidate failed.
+
+    The candidate raised, or returned a score that is not a finite real number. The
+    failure is the selection's output: it is released, and charged, exactly like a
+    successful selection (a failing draw counts as the best score and stops the run),
+    so :attr:`event` and :attr:`guarantee` are those of the whole selection and must be
+    charged. The number of draws that ran is not reported (it is private). The
+    candidate's own exception, if any, is chained as ``__cause__``.
+    """
+
+    def __init__(self, message: str, *, event: object = None, guarantee: object = None):
+        super().__init__(message)
+        self.event = event
+        self.guarantee = guarantee
 
 
 class InternalError(DPError, AssertionError):

@@ -24,6 +24,7 @@ __all__ = [
     "Accuracy",
     "DownSensitivityBound",
     "ErrorBound",
+    "FailureBound",
     "Guarantee",
     "Mechanism",
     "RankErrorBound",
@@ -84,7 +85,70 @@ class DownSensitivityBound:
     confidence: float
 
 
-Accuracy = ErrorBound | RankErrorBound | DownSensitivityBound
+@dataclass(frozen=True, slots=True)
+class FailureBound:
+    """Accuracy of a selection from a private candidate (random stopping, thresholding).
+
+    A draw of the candidate *succeeds* for a target score ``tau`` when its score is at
+    least ``tau``. If one draw succeeds with probability at least
+    ``success_probability``, then with probability at least ``confidence`` the selection
+    succeeds too: thresholding returns a candidate (not None), random stopping returns
+    a score ``>= tau``. Equivalently, random stopping's score is at least the
+    ``(1 - success_probability)``-quantile of one draw's score, with probability
+    ``confidence``. Depends on public parameters only; :meth:`failure_probability` is
+    the exact failure probability for any ``p`` (Liu & Talwar 2019, Thm 3.1 and 3.3).
+    """
+
+    success_probability: float
+    confidence: float
+    stop_probability: float
+    max_draws: int | None
+
+    def failure_probability(self, p: float) -> float:
+        """The exact probability that the selection fails when one draw succeeds w.p. ``p``.
+
+        Both algorithms fail exactly when none of the first ``min(K, T)`` draws succeeds,
+        ``K ~ Geometric(gamma)`` the stopping time and ``T`` the cap:
+        ``gamma (1 - p) / (gamma + p - gamma p)`` uncapped, and
+        ``gamma (1 - p) (1 - a^(T-1)) / (1 - a) + (1 - p) a^(T-1)`` with
+        ``a = (1 - gamma)(1 - p)`` for a cap ``T``.
+        """
+        p = check.check_probability(p, "p", "FailureBound.failure_probability")
+        return failure_probability(p, self.stop_probability, self.max_draws)
+
+
+def failure_probability(p: float, gamma: float, max_draws: int | None) -> float:
+    """See :meth:`FailureBound.failure_probability` (a sum of positive terms: no cancellation)."""
+    if p >= 1.0:
+        return 0.0
+    miss = 1.0 - p
+    a = (1.0 - gamma) * miss
+    if max_draws is None:
+        return gamma * miss / (gamma + p - gamma * p)
+    tail = a ** (max_draws - 1)
+    head = gamma * miss * (1.0 - tail) / (1.0 - a) if a < 1.0 else 0.0
+    return min(1.0, head + miss * tail)
+
+
+def success_probability_needed(gamma: float, max_draws: int | None, failure: float) -> float:
+    """The smallest ``p`` (rounded up) with ``failure_probability(p) <= failure``.
+
+    Bisection on ``p`` (the failure probability decreases in ``p``); 1.0 if none below 1.
+    """
+    low, high = 0.0, 1.0
+    for _ in range(200):
+        middle = (low + high) / 2.0
+        if middle in (low, high):
+            break
+        # a relative margin absorbs the float rounding of the failure probability
+        if failure_probability(middle, gamma, max_draws) <= failure * (1 - 1e-9):
+            high = middle
+        else:
+            low = middle
+    return high
+
+
+Accuracy = ErrorBound | RankErrorBound | DownSensitivityBound | FailureBound
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +162,8 @@ class Release(Generic[ValueT]):
     error:
         Its accuracy: an :class:`ErrorBound` for additive noise, a
         :class:`RankErrorBound` for quantiles, a :class:`DownSensitivityBound` for
-        shifted-inverse estimates, or None when none applies (selection,
+        shifted-inverse estimates, a :class:`FailureBound` for selections from a
+        private candidate, or None when none applies (selection,
         randomized response).
     event:
         What ran, for an accountant.

@@ -8,7 +8,11 @@
 * :class:`PermuteAndFlip` / :func:`permute_and_flip` -- McKenna & Sheldon's mechanism,
   never worse than the exponential mechanism;
 * :class:`SparseVector` / :func:`sparse_vector` -- AboveThreshold, offline or online
-  (:meth:`SparseVector.stream`).
+  (:meth:`SparseVector.stream`);
+* :func:`random_stopping` / :func:`thresholding` -- the best of a random number of runs
+  of a private :class:`Candidate`, or the first run reaching a target score (Liu &
+  Talwar 2019); :func:`random_stopping_event` / :func:`thresholding_event` give their
+  cost without running them.
 
 Each takes ``monotonic=True`` for scores that move in one direction between
 neighbours (counts), which halves the noise. Every release is a
@@ -26,19 +30,33 @@ from dpkit.selection.noisy_max import (
     permute_and_flip,
     report_noisy_max,
 )
+from dpkit.selection.private_candidates import (
+    Candidate,
+    Selected,
+    random_stopping,
+    random_stopping_event,
+    thresholding,
+    thresholding_event,
+)
 from dpkit.selection.sparse_vector import SparseVector, SparseVectorStream, sparse_vector
 from dpkit.selection.tree import select_by_tree
 
 __all__ = [
+    "Candidate",
     "ExponentialMechanism",
     "PermuteAndFlip",
     "ReportNoisyMax",
+    "Selected",
     "SparseVector",
     "SparseVectorStream",
     "exponential",
     "noisy_binary_search",
     "permute_and_flip",
+    "random_stopping",
+    "random_stopping_event",
     "report_noisy_max",
     "select_by_tree",
     "sparse_vector",
+    "thresholding",
+    "thresholding_event",
 ]
