@@ -456,7 +456,9 @@ def test_rejects_bad_candidates() -> None:
     with pytest.raises(InvalidParameter, match="from_mechanism"):
         random_stopping(dp.Laplace.calibrate(epsilon=1.0), stop_probability=0.5)
     with pytest.raises(InvalidParameter, match="candidate"):
-        random_stopping([1.0, 2.0], event=PureEvent(1.0), stop_probability=0.5)
+        random_stopping(3.0, event=PureEvent(1.0), stop_probability=0.5)
+    with pytest.raises(InvalidParameter, match="sequence of Candidate"):
+        random_stopping([1.0, 2.0], stop_probability=0.5)
     candidate = Candidate(lambda rng: (1.0, None), PureEvent(1.0))
     with pytest.raises(InvalidParameter, match="own event"):
         random_stopping(candidate, event=PureEvent(1.0), stop_probability=0.5)
@@ -526,3 +528,54 @@ def test_a_candidate_that_raises_is_charged_and_reported(function) -> None:
             stop_probability=0.5,
             **kwargs,
         )
+
+
+# --- a set of candidates (LT19's Q: one drawn uniformly per run) ---------------------------
+
+
+def test_a_candidate_set_draws_one_uniformly() -> None:
+    settings = [rr_candidate(1.0, 4, 3), rr_candidate(1.0, 4, 0)]
+    rng = seeded(41)
+    releases = [random_stopping(settings, stop_probability=1.0, rng=rng) for _ in range(2000)]
+    indices = [r.value.output[0] for r in releases]
+    assert_pmf(indices, {0: 0.5, 1: 0.5}, alpha=ALPHA)
+    assert all(r.value.score == r.value.output[1][0] for r in releases)
+    assert releases[0].event == RepeatAndSelectEvent(settings[0].event, 1.0, 1.0)
+    # The best of several runs favours the candidate with the higher scores.
+    best = [
+        random_stopping(settings, stop_probability=0.2, rng=rng).value.output[0] for _ in range(300)
+    ]
+    assert sum(i == 0 for i in best) > 165  # expected about 192
+    # Events: a mixture is as private as its least private part.
+    mixed = Candidate.uniform(
+        [
+            Candidate.from_mechanism(dp.Laplace.calibrate(epsilon=1.0), 0.0),
+            Candidate.from_mechanism(dp.Laplace.calibrate(epsilon=0.25), 0.0),
+        ]
+    )
+    assert mixed.event == PureEvent(1.0)
+    assert random_stopping_event([mixed, mixed], stop_probability=0.5) == RepeatAndSelectEvent(
+        PureEvent(1.0), 2.0, 1.0
+    )
+    gaussian = Candidate(lambda rng: (0.0, None), GaussianEvent(1.0))
+    assert Candidate.uniform([gaussian, mixed]).event == dp.accounting.ZCDPEvent(0.5)
+    approx = Candidate(lambda rng: (0.0, None), ApproxEvent(1.0, 1e-6))
+    with pytest.raises(UnsupportedEvent, match="common event"):
+        Candidate.uniform([approx, mixed])
+
+
+def test_rejects_an_empty_or_mixed_candidate_set() -> None:
+    with pytest.raises(InvalidParameter, match="empty"):
+        random_stopping([], stop_probability=0.5)
+    with pytest.raises(InvalidParameter, match="empty"):
+        thresholding((), threshold=0.0, stop_probability=0.5)
+    with pytest.raises(InvalidParameter, match="sequence of Candidate"):
+        random_stopping([lambda rng: (1.0, None)], stop_probability=0.5)
+    with pytest.raises(InvalidParameter, match="not event="):
+        random_stopping(
+            [Candidate(lambda rng: (1.0, None), PureEvent(1.0))],
+            event=PureEvent(1.0),
+            stop_probability=0.5,
+        )
+    with pytest.raises(InvalidParameter, match="candidates"):
+        Candidate.uniform("ab")

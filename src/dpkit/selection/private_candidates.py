@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, NamedTuple
@@ -73,6 +73,29 @@ class Selected(NamedTuple):
 
     score: float
     output: Any
+
+
+class _Drawn(NamedTuple):
+    """A validated draw of a part of a mixture (internal)."""
+
+    score: float
+    output: Any
+    secure: bool
+
+
+def _mixture_event(events: tuple[Event, ...], owner: str) -> Event:
+    if all(event == events[0] for event in events):
+        return events[0]
+    epsilons = [pure_epsilon(event) for event in events]
+    if all(epsilon is not None for epsilon in epsilons):
+        return PureEvent(max(e for e in epsilons if e is not None))
+    rhos = [zcdp_rho(event) for event in events]
+    if all(rho is not None for rho in rhos):
+        return ZCDPEvent(max(r for r in rhos if r is not None))
+    raise UnsupportedEvent(
+        f"{owner}: the candidates' events {events!r} have no common pure-DP or zCDP "
+        "guarantee; declare a common event with Candidate(function, event)."
+    )
 
 
 class _BadDraw(Exception):
@@ -133,9 +156,45 @@ class Candidate:
 
         return cls(function, event, score)
 
+    @classmethod
+    def uniform(cls, candidates: Sequence[Candidate]) -> Candidate:
+        """LT19's base mechanism ``Q``: run one of ``candidates``, chosen uniformly at random.
+
+        The output is ``(i, output_i)``, ``i`` the index of the candidate that ran, and the
+        score is candidate ``i``'s. A mixture with data-independent weights is as private
+        as its least private part, so the event is the candidates' common event if they
+        all have the same one, else ``PureEvent(max epsilon)`` if all are pure DP, else
+        ``ZCDPEvent(max rho)`` if all are zCDP (Renyi divergence is jointly
+        quasi-convex: van Erven & Harremoes 2014, Thm 13); otherwise declare a common
+        event with ``Candidate(function, event)`` yourself.
+        """
+        owner = "Candidate.uniform"
+        if isinstance(candidates, Candidate) or not isinstance(candidates, Sequence):
+            raise InvalidParameter.for_parameter(
+                "candidates", owner, "a non-empty sequence of Candidate", candidates
+            )
+        parts = tuple(candidates)
+        if not parts:
+            raise InvalidParameter(f"{owner}: the candidate set is empty; nothing to select.")
+        for part in parts:
+            if not isinstance(part, Candidate):
+                raise InvalidParameter.for_parameter(
+                    "candidates", owner, "a non-empty sequence of Candidate", part
+                )
+        event = _mixture_event(tuple(part.event for part in parts), owner)
+
+        def function(rng: Random) -> Any:
+            index = rng.integers(len(parts))
+            score, output, secure = parts[index]._draw(rng)
+            return _Drawn(score, (index, output), secure)
+
+        return cls(function, event)
+
     def _draw(self, rng: Random) -> tuple[float, Any, bool]:
         """One call: (score, output, secure). Raises on any failure."""
         result = self.function(rng)
+        if isinstance(result, _Drawn):
+            return result.score, result.output, result.secure
         secure = True
         if isinstance(result, Release):
             if result.event != self.event:
@@ -180,6 +239,16 @@ def _as_candidate(candidate: object, event: object, owner: str) -> Candidate:
             f"{owner}: a mechanism needs its input; pass Candidate.from_mechanism(mechanism, "
             "value)."
         )
+    if isinstance(candidate, Sequence) and not isinstance(candidate, str | bytes):
+        if event is not None:
+            raise InvalidParameter(
+                f"{owner}: pass a sequence of Candidate objects (each with its event), not event=."
+            )
+        if candidate and not all(isinstance(part, Candidate) for part in candidate):
+            raise InvalidParameter.for_parameter(
+                "candidate", owner, "a Candidate, a callable, or a sequence of Candidate", candidate
+            )
+        return Candidate.uniform(candidate)
     if not callable(candidate):
         raise InvalidParameter.for_parameter(
             "candidate", owner, "a Candidate or a callable function(rng)", candidate
@@ -210,6 +279,8 @@ def _candidate_event(candidate: object, owner: str) -> Event:
         return candidate.event
     if isinstance(candidate, Mechanism):
         return candidate.event
+    if isinstance(candidate, Sequence) and not isinstance(candidate, str | bytes):
+        return Candidate.uniform(candidate).event
     if isinstance(candidate, PureDP):
         return PureEvent(candidate.epsilon)
     if isinstance(candidate, ZCDP):
@@ -368,7 +439,7 @@ def _failed(owner: str, err: BaseException, event: Event, guarantee: Guarantee) 
 
 
 def random_stopping(
-    candidate: Candidate | Callable[[Random], Any],
+    candidate: Candidate | Sequence[Candidate] | Callable[[Random], Any],
     *,
     stop_probability: float,
     event: Event | None = None,
@@ -386,8 +457,10 @@ def random_stopping(
     Parameters
     ----------
     candidate:
-        A :class:`Candidate`, or a callable ``function(rng) -> (score, output)``
-        declared with ``event``.
+        A :class:`Candidate`; a callable ``function(rng) -> (score, output)``
+        declared with ``event``; or a non-empty sequence of candidates, one of which
+        is drawn uniformly at random for each run (:meth:`Candidate.uniform`; the
+        output is then ``(index, output)``).
     stop_probability:
         ``gamma`` in (0, 1]; ``gamma = 1`` runs the candidate once.
     event:
@@ -473,7 +546,7 @@ def random_stopping(
 
 
 def thresholding(
-    candidate: Candidate | Callable[[Random], Any],
+    candidate: Candidate | Sequence[Candidate] | Callable[[Random], Any],
     *,
     threshold: float,
     stop_probability: float,
