@@ -561,6 +561,19 @@ def thresholding(
     a coin stops the run with probability ``gamma = stop_probability`` (releasing
     None), else it draws again -- at most ``max_draws`` times if given.
 
+    Parameters
+    ----------
+    candidate, event, rng:
+        As for :func:`random_stopping`.
+    threshold:
+        The known target score ``tau`` (a finite float).
+    stop_probability:
+        ``gamma`` in (0, 1].
+    max_draws:
+        Optional cap ``T`` (required for candidates that are not pure DP).
+    confidence:
+        Confidence of the reported :class:`~dpkit.mechanisms.FailureBound`.
+
     Privacy
     -------
     For an epsilon-DP candidate, ``2 epsilon``-DP uncapped (LT19 Thm 3.1; the ratio of
