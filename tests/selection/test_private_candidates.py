@@ -579,3 +579,17 @@ def test_rejects_an_empty_or_mixed_candidate_set() -> None:
         )
     with pytest.raises(InvalidParameter, match="candidates"):
         Candidate.uniform("ab")
+
+
+def test_thresholding_of_an_rdp_only_candidate_states_approx_dp_with_delta() -> None:
+    sampled = dp.accounting.PoissonSampledEvent(GaussianEvent(1.0), 0.01)
+    if dp.accounting.zcdp_rho(sampled) is not None:
+        pytest.skip("the subsampled Gaussian has a zCDP bound here")
+    candidate = Candidate(lambda rng: (0.0, None), sampled)
+    with pytest.raises(UnsupportedEvent, match="delta"):
+        thresholding(candidate, threshold=1.0, stop_probability=0.5, max_draws=3)
+    release = thresholding(
+        candidate, threshold=1.0, stop_probability=0.5, max_draws=3, delta=1e-6, rng=seeded(2)
+    )
+    assert release.event == RepeatedEvent(sampled, 3)
+    assert isinstance(release.guarantee, dp.ApproxDP) and release.guarantee.delta == 1e-6

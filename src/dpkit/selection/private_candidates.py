@@ -552,6 +552,7 @@ def thresholding(
     stop_probability: float,
     event: Event | None = None,
     max_draws: int | None = None,
+    delta: float | None = None,
     confidence: float = 0.95,
     rng: RandomLike | None = None,
 ) -> Release[Selected | None]:
@@ -571,6 +572,10 @@ def thresholding(
         ``gamma`` in (0, 1].
     max_draws:
         Optional cap ``T`` (required for candidates that are not pure DP).
+    delta:
+        For candidates with neither a pure-DP nor a zCDP guarantee (e.g. subsampled
+        Gaussian): state the release's guarantee as ``(epsilon, delta)``-DP from the
+        RDP accountant.
     confidence:
         Confidence of the reported :class:`~dpkit.mechanisms.FailureBound`.
 
@@ -603,8 +608,10 @@ def thresholding(
     confidence = check.check_probability(
         confidence, "confidence", owner, open_low=True, open_high=True
     )
+    if delta is not None:
+        delta = check.check_delta(delta, owner, allow_zero=False)
     selection_event = _thresholding_event(cand.event, gamma, cap, owner)
-    guarantee = _guarantee(selection_event, None, owner)
+    guarantee = _guarantee(selection_event, delta, owner)
     error = FailureBound(
         success_probability_needed(gamma, cap, 1.0 - confidence), confidence, gamma, cap
     )
