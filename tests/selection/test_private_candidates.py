@@ -15,9 +15,10 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from scipy import stats
+from scipy import special, stats
 
 import dpkit as dp
+from dpkit.accounting._math.selection import tnb_gamma, tnb_mean
 from dpkit.accounting.events import (
     ApproxEvent,
     GaussianEvent,
@@ -38,6 +39,7 @@ from dpkit.selection import (
     thresholding,
     thresholding_event,
 )
+from dpkit.selection._repetitions import Repetitions
 from dpkit.testing import assert_pmf, seeded
 
 ALPHA = 1e-6
@@ -593,3 +595,247 @@ def test_thresholding_of_an_rdp_only_candidate_states_approx_dp_with_delta() -> 
     )
     assert release.event == RepeatedEvent(sampled, 3)
     assert isinstance(release.guarantee, dp.ApproxDP) and release.guarantee.delta == 1e-6
+
+
+# --- other laws of the number of draws (Papernot & Steinke 2022) ---------------------------
+
+
+def k_parameter(law: Repetitions) -> float:
+    """The sampled gamma (exact for the geometric law)."""
+    if law.stop is not None:
+        return float(law.stop)
+    assert law.gamma is not None
+    return law.gamma
+
+
+def k_pmf(law: Repetitions, k: np.ndarray) -> np.ndarray:
+    """P[K = k], from scipy's laws (independent of the sampler's arithmetic)."""
+    k = np.asarray(k)
+    if law.gamma is None:
+        return stats.poisson(law.mean).pmf(k)
+    gamma = k_parameter(law)
+    if gamma == 1.0:
+        return (k == 1).astype(float)
+    if law.shape == 0:
+        return np.where(k >= 1, stats.logser(1 - gamma).pmf(np.maximum(k, 1)), 0.0)
+    zero = gamma**law.shape  # P[NegBin = 0], conditioned away
+    return np.where(k >= 1, stats.nbinom(law.shape, gamma).pmf(k) / (1 - zero), 0.0)
+
+
+def k_pgf(law: Repetitions, z: np.ndarray) -> np.ndarray:
+    """E[z^K]."""
+    z = np.asarray(z, dtype=float)
+    if law.gamma is None:
+        return np.exp(law.mean * (z - 1))
+    gamma = k_parameter(law)
+    if gamma == 1.0:
+        return z
+    q = 1 - gamma
+    if law.shape == 0:
+        return np.log1p(-q * z) / math.log(gamma)
+    eta = law.shape
+    return ((1 - q * z) ** -eta - 1) / (gamma**-eta - 1)
+
+
+def selection_law(pmf: np.ndarray, law: Repetitions) -> np.ndarray:
+    """Law of the released outcome (outcome i scores i), then None (K = 0) last."""
+    below_or_equal = np.cumsum(pmf)
+    below = below_or_equal - pmf
+    out = k_pgf(law, below_or_equal) - k_pgf(law, below)
+    return np.append(out, k_pgf(law, np.zeros(1)))
+
+
+K_LAWS = [
+    ("geometric", 1.0, 4.0),
+    ("negative_binomial", 0.5, 4.0),
+    ("negative_binomial", 2.5, 6.0),
+    ("negative_binomial", 3.0, 2.0),
+    ("logarithmic", 0.0, 5.0),
+    ("negative_binomial", 0.5, 200.0),
+    ("poisson", math.inf, 3.5),
+]
+
+
+@pytest.mark.parametrize(("name", "shape", "mean"), K_LAWS)
+def test_the_number_of_draws_follows_its_law(name: str, shape: float, mean: float) -> None:
+    law = Repetitions.of(name, mean, shape)
+    rng = seeded(21)
+    draws = np.array([law.sample(rng) for _ in range(4000)])
+    assert (draws >= 1).all() or name == "poisson"
+    assert_pmf(draws, lambda k: k_pmf(law, k), alpha=ALPHA)
+    # Power: the same law with a mean 30% larger is rejected on the same draws (for the
+    # heavy tail at mean 200, where that barely moves the bulk: the logarithmic law).
+    wrong = (
+        Repetitions.of(name, 1.3 * mean, shape)
+        if mean < 100
+        else Repetitions.of("logarithmic", mean, 0.0)
+    )
+    with pytest.raises(AssertionError):
+        assert_pmf(draws, lambda k: k_pmf(wrong, k), alpha=ALPHA)
+
+
+@pytest.mark.parametrize("shape", [0.0, 1e-9, 0.1, 0.5, 1.0, 2.0, 7.5])
+@pytest.mark.parametrize("mean", [1.0, 1.0001, 1.5, 3.0, 10.0, 1e3, 1e6])
+def test_the_sampled_law_is_covered_by_the_accountant(shape: float, mean: float) -> None:
+    law = Repetitions.of("negative_binomial", mean, shape)
+    gamma = k_parameter(law)
+    # The accountant's gamma is no larger, and the sampled mean no larger than the event's
+    # (PS22 Thm 2's bound grows in both log(1/gamma) and E[K]).
+    if shape == 1.0:  # geometric: 1/mean exactly
+        assert law.stop == 1 / Fraction(mean) and gamma <= 1 / mean
+    elif mean > 1.0:
+        assert gamma >= tnb_gamma(shape, mean)
+        assert tnb_mean(gamma, shape) <= mean * (1 - 1e-11)
+        assert tnb_mean(gamma, shape) >= mean * (1 - 1e-5)
+    else:
+        assert gamma == 1.0
+    assert random_stopping_event(
+        dp.PureDP(1.0), repetitions="negative_binomial", shape=shape, mean=mean
+    ) == RepeatAndSelectEvent(PureEvent(1.0), mean, shape)
+
+
+@pytest.mark.parametrize("epsilon", [0.1, 1.0, 2.0])
+@pytest.mark.parametrize("shape", [0.0, 0.25, 0.5, 2.0])
+@pytest.mark.parametrize("mean", [1.5, 5.0, 50.0])
+def test_truncated_negative_binomial_is_2_plus_eta_epsilon_dp(
+    epsilon: float, shape: float, mean: float
+) -> None:
+    event = random_stopping_event(
+        dp.PureDP(epsilon), repetitions="negative_binomial", shape=shape, mean=mean
+    )
+    claimed = pure_epsilon(event)
+    assert claimed is not None and claimed >= (2 + shape) * epsilon
+    assert claimed == pytest.approx((2 + shape) * epsilon, rel=1e-12)
+    law = Repetitions.of("negative_binomial", mean, shape)
+    worst = max(
+        max_log_ratio(selection_law(p, law)[:-1], selection_law(q, law)[:-1])
+        for p, q in dp_pairs(epsilon, seed=int(10 * mean + 100 * shape))
+    )
+    assert worst <= claimed * (1 + 1e-9)
+    if mean >= 5.0:
+        # Planted bug: charging the candidate's epsilon for the whole selection is false.
+        assert worst > epsilon * 1.2
+
+
+@pytest.mark.parametrize("mean", [1.0, 3.0, 20.0])
+def test_poisson_meets_its_rdp_bound_exactly(mean: float) -> None:
+    epsilon = 1.0
+    event = random_stopping_event(dp.PureDP(epsilon), repetitions="poisson", mean=mean)
+    assert event == RepeatAndSelectEvent(PureEvent(epsilon), mean, math.inf)
+    assert pure_epsilon(event) is None  # no pure-DP bound for Poisson
+    curve = dp.accounting.RDPAccountant().compose(event).guarantee
+    law = Repetitions.of("poisson", mean, math.inf)
+    for p, q in dp_pairs(epsilon, seed=7)[:40]:
+        a, b = selection_law(p, law), selection_law(q, law)
+        for order, bound in zip(curve.orders, curve.epsilons, strict=True):
+            if order > 64:
+                break
+            terms = order * np.log(a) + (1 - order) * np.log(b)
+            divergence = float(special.logsumexp(terms)) / (order - 1)
+            assert divergence <= bound * (1 + 1e-9) + 1e-12
+
+
+@pytest.mark.parametrize(("name", "shape"), [("logarithmic", None), ("poisson", None)])
+def test_random_stopping_with_other_laws_samples_the_exact_law(name: str, shape) -> None:
+    candidate = rr_candidate(1.0, 4, 1)
+    rng = seeded(13)
+    delta = 1e-6 if name == "poisson" else None
+    outcomes = []
+    for _ in range(3000):
+        value = random_stopping(
+            candidate, repetitions=name, mean=2.5, shape=shape, delta=delta, rng=rng
+        ).value
+        outcomes.append(4 if value is None else int(value.output[0]))
+    law = selection_law(rr_law(1.0, 4, 1), Repetitions.of(name, 2.5, 0.0))
+    assert_pmf(outcomes, dict(enumerate(law)), alpha=ALPHA)
+
+
+def test_other_laws_carry_their_events_and_guarantees() -> None:
+    candidate = rr_candidate(0.5, 3, 0)
+    log = random_stopping(candidate, repetitions="logarithmic", mean=10.0, rng=seeded(1))
+    assert log.event == RepeatAndSelectEvent(candidate.event, 10.0, 0.0)
+    assert log.guarantee == dp.PureDP(1.0) and log.error is None
+    half = random_stopping(
+        candidate, repetitions="negative_binomial", shape=0.5, mean=10.0, rng=seeded(1)
+    )
+    assert half.event == RepeatAndSelectEvent(candidate.event, 10.0, 0.5)
+    assert half.guarantee == dp.PureDP(1.25)
+    # The geometric law by its mean: the same event as stop_probability = 1/mean.
+    geometric = random_stopping(candidate, mean=4.0, rng=seeded(1))
+    assert geometric.event == random_stopping_event(candidate, stop_probability=0.25)
+    assert geometric.guarantee == dp.PureDP(1.5)
+    assert isinstance(geometric.error, FailureBound)
+    same = random_stopping(
+        candidate, repetitions="negative_binomial", shape=1.0, mean=4.0, rng=seeded(1)
+    )
+    assert same.event == geometric.event
+    # Poisson: RDP only, so delta= is required; K = 0 releases None.
+    with pytest.raises(UnsupportedEvent, match="delta"):
+        random_stopping(candidate, repetitions="poisson", mean=3.0, rng=seeded(1))
+    rng = seeded(2)
+    values = [
+        random_stopping(candidate, repetitions="poisson", mean=1.0, delta=1e-6, rng=rng)
+        for _ in range(40)
+    ]
+    assert any(v.value is None for v in values) and any(v.value is not None for v in values)
+    assert all(isinstance(v.guarantee, dp.ApproxDP) for v in values)
+    assert values[0].event == RepeatAndSelectEvent(candidate.event, 1.0, math.inf)
+
+
+def test_a_failing_draw_under_another_law_is_charged() -> None:
+    def fragile(rng):
+        raise RuntimeError("diverged")
+
+    with pytest.raises(CandidateFailed) as info:
+        random_stopping(
+            fragile, event=PureEvent(1.0), repetitions="logarithmic", mean=3.0, rng=seeded(3)
+        )
+    assert info.value.event == RepeatAndSelectEvent(PureEvent(1.0), 3.0, 0.0)
+    assert info.value.guarantee == dp.PureDP(2.0)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"repetitions": "negative_binomial", "shape": -0.5, "mean": 3.0},
+        {"repetitions": "negative_binomial", "shape": math.nan, "mean": 3.0},
+        {"repetitions": "negative_binomial", "shape": math.inf, "mean": 3.0},
+        {"repetitions": "negative_binomial", "shape": 1e-12, "mean": 3.0},
+        {"repetitions": "negative_binomial", "shape": "1", "mean": 3.0},
+        {"repetitions": "negative_binomial", "mean": 3.0},
+        {"repetitions": "negative_binomial", "shape": 0.5},
+        {"repetitions": "negative_binomial", "shape": 0.5, "mean": 0.5},
+        {"repetitions": "logarithmic", "mean": math.nan},
+        {"repetitions": "logarithmic", "mean": math.inf},
+        {"repetitions": "logarithmic", "mean": 0.99},
+        {"repetitions": "logarithmic", "mean": 3.0, "shape": 0.5},
+        {"repetitions": "poisson", "mean": 0.5},
+        {"repetitions": "poisson", "mean": 3.0, "shape": 1.0},
+        {"repetitions": "poisson", "stop_probability": 0.5},
+        {"repetitions": "logarithmic", "mean": 3.0, "stop_probability": 0.5},
+        {"repetitions": "logarithmic", "mean": 3.0, "max_draws": 10},
+        {"repetitions": "geometric", "mean": 3.0, "stop_probability": 0.5},
+        {"repetitions": "geometric", "mean": 3.0, "shape": 2.0},
+        {"repetitions": "geometric", "mean": 0.0},
+        {"repetitions": "binomial", "mean": 3.0},
+        {"repetitions": None, "mean": 3.0},
+    ],
+    ids=repr,
+)
+def test_rejects_bad_laws(kwargs) -> None:
+    with pytest.raises(InvalidParameter):
+        random_stopping(lambda rng: (1.0, None), event=PureEvent(1.0), **kwargs)
+    with pytest.raises(InvalidParameter):
+        random_stopping_event(dp.PureDP(1.0), **kwargs)
+
+
+@pytest.mark.parametrize(("name", "shape", "mean"), [K_LAWS[1], K_LAWS[4], K_LAWS[6]])
+def test_the_exact_sampler_refines_when_undecided(monkeypatch, name, shape, mean) -> None:
+    """With a 2-bit start nearly every draw refines its precision; the law is unchanged."""
+    from dpkit.selection import _repetitions
+
+    monkeypatch.setattr(_repetitions, "_FIRST_BITS", 2)
+    law = Repetitions.of(name, mean, shape)
+    rng = seeded(22)
+    draws = np.array([law.sample(rng) for _ in range(3000)])
+    assert_pmf(draws, lambda k: k_pmf(law, k), alpha=ALPHA)

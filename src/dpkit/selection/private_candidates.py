@@ -8,7 +8,10 @@ composition:
 * :func:`random_stopping` (LT19 Alg. 2): draw, then stop with probability ``gamma``;
   release the best draw seen. ``3 epsilon``-DP whatever the number of draws (LT19
   Thm 3.2; Papernot & Steinke 2022, Cor. 3 with eta = 1). Event:
-  ``RepeatAndSelectEvent(event, mean=1/gamma, shape=1.0)``.
+  ``RepeatAndSelectEvent(event, mean=1/gamma, shape=1.0)``. Other laws of the number
+  of draws K (``repetitions=``, PS22): the truncated negative binomial with shape
+  ``eta`` (``(2 + eta) epsilon``-DP), the logarithmic law (``eta = 0``, ``2 epsilon``)
+  and Poisson (RDP only), each given by its mean ``E[K]``.
 * :func:`thresholding` (LT19 Alg. 1): draw until a score reaches a known target
   ``tau`` (release that draw) or a ``gamma``-coin stops the run (release None).
   ``2 epsilon``-DP (LT19 Thm 3.1).
@@ -32,7 +35,7 @@ import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple, overload
 
 from dpkit import _validation as check
 from dpkit.accounting._math.rounding import fraction_up
@@ -57,6 +60,7 @@ from dpkit.mechanisms._base import (
 )
 from dpkit.noise.rational import bernoulli
 from dpkit.random import Random, RandomLike, as_random
+from dpkit.selection._repetitions import LAWS, MIN_SHAPE, Repetitions
 
 __all__ = [
     "Candidate",
@@ -303,6 +307,63 @@ def _mean(gamma: float) -> float:
     return max(1.0, fraction_up(1 / Fraction(gamma)))
 
 
+def _check_mean(value: object, owner: str) -> float:
+    mean = check.check_finite_float(value, "mean", owner)
+    if not mean >= 1.0:
+        raise InvalidParameter.for_parameter("mean", owner, "a finite float >= 1 (E[K])", value)
+    return mean
+
+
+def _law(
+    stop_probability: object,
+    repetitions: object,
+    mean: object,
+    shape: object,
+    cap: int | None,
+    owner: str,
+) -> Repetitions:
+    """The law of the number of draws from the public parameters (validated)."""
+    if not isinstance(repetitions, str) or repetitions not in LAWS:
+        raise InvalidParameter.for_parameter(
+            "repetitions", owner, "one of " + ", ".join(map(repr, LAWS)), repetitions
+        )
+    fixed = {"geometric": 1.0, "logarithmic": 0.0, "poisson": math.inf}.get(repetitions)
+    if shape is not None and fixed is not None:
+        value = check.check_nonnegative(shape, "shape", owner, allow_inf=True)
+        if value != fixed:
+            raise InvalidParameter(
+                f"{owner}: the {repetitions} law has shape {fixed:g}; for shape {value:g} "
+                "pass repetitions='negative_binomial'."
+            )
+    if repetitions == "geometric":
+        if mean is None:
+            gamma = _check_gamma(stop_probability, owner)
+            return Repetitions.geometric(Fraction(gamma), _mean(gamma))
+        if stop_probability is not None:
+            raise InvalidParameter(f"{owner}: pass stop_probability= or mean=, not both.")
+        return Repetitions.of("geometric", _check_mean(mean, owner), 1.0)
+    if stop_probability is not None:
+        raise InvalidParameter(
+            f"{owner}: stop_probability= is the geometric law's parameter; the "
+            f"{repetitions} law is given by its mean=."
+        )
+    if cap is not None:
+        raise InvalidParameter(f"{owner}: max_draws= is supported for the geometric law only.")
+    if mean is None:
+        raise InvalidParameter(f"{owner}: the {repetitions} law needs mean= (E[K] >= 1).")
+    expected = _check_mean(mean, owner)
+    if fixed is not None:
+        return Repetitions.of(repetitions, expected, fixed)
+    if shape is None:
+        raise InvalidParameter(f"{owner}: the negative_binomial law needs shape= (eta >= 0).")
+    eta = check.check_nonnegative(shape, "shape", owner)
+    if 0.0 < eta < MIN_SHAPE:
+        raise InvalidParameter.for_parameter(
+            "shape", owner, f"0 (the logarithmic law) or a finite float >= {MIN_SHAPE:g}", shape
+        )
+    return Repetitions.of("negative_binomial", expected, eta)
+
+
 def _guarantee(event: Event, delta: float | None, owner: str) -> Guarantee:
     """The guarantee stated on a release of ``event``."""
     epsilon = pure_epsilon(event)
@@ -334,7 +395,13 @@ def _guarantee(event: Event, delta: float | None, owner: str) -> Guarantee:
 
 
 def random_stopping_event(
-    candidate: object, *, stop_probability: float, max_draws: int | None = None
+    candidate: object,
+    *,
+    stop_probability: float | None = None,
+    repetitions: str = "geometric",
+    mean: float | None = None,
+    shape: float | None = None,
+    max_draws: int | None = None,
 ) -> Event:
     """The event of a whole :func:`random_stopping` run, without running it.
 
@@ -343,6 +410,11 @@ def random_stopping_event(
     ``RepeatAndSelectEvent(event, mean=1/gamma, shape=1.0)`` -- ``3 epsilon``-DP for an
     epsilon-DP candidate (LT19 Thm 3.2, ``dp.accounting.pure_epsilon`` of the event),
     and RDP by Papernot & Steinke 2022, Thm 2, where an accountant supports it.
+
+    Other laws of the number of draws (``repetitions``, ``mean``, ``shape`` as for
+    :func:`random_stopping`): ``RepeatAndSelectEvent(event, mean, shape)`` with shape
+    ``eta`` (``0`` logarithmic, ``inf`` Poisson): ``(2 + eta) epsilon``-DP for finite
+    ``eta`` (PS22 Cor. 3), RDP by PS22 Thm 2 or Thm 6.
 
     With a cap ``T = max_draws`` the run is no longer LT19's algorithm. It differs from
     the uncapped one only when the stopping time exceeds ``T`` (probability
@@ -355,14 +427,15 @@ def random_stopping_event(
     """
     owner = "random_stopping_event"
     event = _candidate_event(candidate, owner)
-    gamma = _check_gamma(stop_probability, owner)
     cap = _check_cap(max_draws, owner)
-    return _random_stopping_event(event, gamma, cap)
+    law = _law(stop_probability, repetitions, mean, shape, cap, owner)
+    return _random_stopping_event(event, law, cap)
 
 
-def _random_stopping_event(event: Event, gamma: float, cap: int | None) -> Event:
-    uncapped = RepeatAndSelectEvent(event, _mean(gamma), 1.0)
-    if cap is None or gamma == 1.0:
+def _random_stopping_event(event: Event, law: Repetitions, cap: int | None) -> Event:
+    uncapped = RepeatAndSelectEvent(event, law.mean, law.shape)
+    gamma = law.gamma  # geometric: a float <= the exact stop probability
+    if cap is None or gamma is None or gamma == 1.0:
         return uncapped
     epsilon = pure_epsilon(uncapped)
     if epsilon is None or cap <= 3:
@@ -438,21 +511,59 @@ def _failed(owner: str, err: BaseException, event: Event, guarantee: Guarantee) 
     )
 
 
+@overload
 def random_stopping(
     candidate: Candidate | Sequence[Candidate] | Callable[[Random], Any],
     *,
-    stop_probability: float,
+    stop_probability: float | None = None,
+    repetitions: Literal["geometric", "negative_binomial", "logarithmic"] = "geometric",
+    mean: float | None = None,
+    shape: float | None = None,
     event: Event | None = None,
     max_draws: int | None = None,
     delta: float | None = None,
     confidence: float = 0.95,
     rng: RandomLike | None = None,
-) -> Release[Selected]:
+) -> Release[Selected]: ...
+
+
+@overload
+def random_stopping(
+    candidate: Candidate | Sequence[Candidate] | Callable[[Random], Any],
+    *,
+    stop_probability: float | None = None,
+    repetitions: str,
+    mean: float | None = None,
+    shape: float | None = None,
+    event: Event | None = None,
+    max_draws: int | None = None,
+    delta: float | None = None,
+    confidence: float = 0.95,
+    rng: RandomLike | None = None,
+) -> Release[Selected | None]: ...
+
+
+def random_stopping(
+    candidate: Candidate | Sequence[Candidate] | Callable[[Random], Any],
+    *,
+    stop_probability: float | None = None,
+    repetitions: str = "geometric",
+    mean: float | None = None,
+    shape: float | None = None,
+    event: Event | None = None,
+    max_draws: int | None = None,
+    delta: float | None = None,
+    confidence: float = 0.95,
+    rng: RandomLike | None = None,
+) -> Release[Any]:
     """Repeat a private candidate, stop at random, release the best draw (LT19 Alg. 2).
 
     After each draw a coin stops the run with probability ``gamma = stop_probability``,
     so the number of draws ``K`` is geometric with mean ``1/gamma``; the draw with the
     highest score (the first among equal ones) is released as :class:`Selected`.
+    ``repetitions`` chooses another law of ``K`` (Papernot & Steinke 2022): ``K`` is
+    drawn first, exactly and independently of the data, then the candidate runs ``K``
+    times.
 
     Parameters
     ----------
@@ -462,15 +573,38 @@ def random_stopping(
         is drawn uniformly at random for each run (:meth:`Candidate.uniform`; the
         output is then ``(index, output)``).
     stop_probability:
-        ``gamma`` in (0, 1]; ``gamma = 1`` runs the candidate once.
+        ``gamma`` in (0, 1] for the geometric law (or give its ``mean = 1/gamma``);
+        ``gamma = 1`` runs the candidate once.
+    repetitions:
+        The law of the number of draws ``K`` (PS22 Definition 1 and Section 3.4):
+
+        * ``"geometric"`` (default): ``P[K = k] = gamma (1 - gamma)^(k-1)``, shape 1;
+        * ``"negative_binomial"`` with ``shape = eta >= 0``: the truncated negative
+          binomial, ``P[K = k]`` proportional to ``binom(k + eta - 1, k) (1 - gamma)^k``
+          for ``k >= 1`` (``eta = 1`` is the geometric law, ``eta = 0`` the logarithmic);
+        * ``"logarithmic"``: ``P[K = k]`` proportional to ``(1 - gamma)^k / k``, shape 0;
+        * ``"poisson"``: ``K ~ Poisson(mean)``; ``K = 0`` releases ``None`` (PS22's
+          fixed default output) without running the candidate.
+
+        Smaller shapes cost less privacy and have heavier tails (more very long runs
+        at the same mean); Poisson concentrates ``K`` near its mean but has no pure-DP
+        guarantee: pass ``delta=``.
+    mean:
+        ``E[K] >= 1`` (required for the laws other than geometric). The event carries
+        it as given; the sampled truncated negative binomial has a mean at most this
+        (lower by a relative ~1e-6 at most), so the accountant's bound covers it.
+    shape:
+        ``eta`` for ``"negative_binomial"`` (0, or at least 1e-9); the other laws fix it.
     event:
         The event of one call of a callable candidate (not with a :class:`Candidate`).
     max_draws:
-        Optional cap ``T`` on the number of draws; changes the guarantee (see
-        :func:`random_stopping_event`): choose ``T`` with ``(1 - gamma)^T`` negligible.
+        Optional cap ``T`` on the number of draws, geometric law only; changes the
+        guarantee (see :func:`random_stopping_event`): choose ``T`` with
+        ``(1 - gamma)^T`` negligible.
     delta:
-        For candidates without a pure-DP guarantee: state the release's guarantee as
-        ``(epsilon, delta)``-DP from the RDP accountant (PS22 Thm 2).
+        For candidates without a pure-DP guarantee, and for the Poisson law: state the
+        release's guarantee as ``(epsilon, delta)``-DP from the RDP accountant (PS22
+        Thm 2 and Thm 6).
     confidence:
         Confidence of the reported :class:`~dpkit.mechanisms.FailureBound`.
     rng:
@@ -480,8 +614,14 @@ def random_stopping(
     -------
     ``3 epsilon``-DP for an epsilon-DP candidate (LT19 Thm 3.2; PS22 Cor. 3 with
     eta = 1). Event ``RepeatAndSelectEvent(candidate_event, mean=1/gamma, shape=1.0)``
-    (mean rounded up). Neither ``K`` nor the other draws are released. A failing draw
-    raises :class:`~dpkit.errors.CandidateFailed` carrying the same event.
+    (mean rounded up). Other laws: ``RepeatAndSelectEvent(candidate_event, mean,
+    shape)``, ``(2 + eta) epsilon``-DP for an epsilon-DP candidate and finite ``eta``
+    (PS22 Cor. 3: ``2 epsilon`` logarithmic), RDP by PS22 Thm 2 (Thm 6 for Poisson).
+    ``K`` is sampled exactly (:mod:`dpkit.selection._repetitions`) with the law the
+    event describes, or -- truncated negative binomial -- one with a parameter
+    ``gamma`` no smaller and a mean no larger, whose bound is no larger. Neither ``K``
+    nor the other draws are released. A failing draw raises
+    :class:`~dpkit.errors.CandidateFailed` carrying the same event.
 
     Accuracy
     --------
@@ -489,7 +629,9 @@ def random_stopping(
     ``p``, the released score is below ``tau`` with probability
     ``gamma (1 - p) / (gamma + p - gamma p) <= gamma / p``. The release's ``error`` is
     a :class:`~dpkit.mechanisms.FailureBound`: the smallest ``p`` that makes this at
-    most ``1 - confidence``.
+    most ``1 - confidence``. For the other laws the release is below ``tau`` with
+    probability ``E[(1 - p)^K]`` (the generating function of ``K`` at ``1 - p``), and
+    ``error`` is None.
 
     Examples
     --------
@@ -501,23 +643,43 @@ def random_stopping(
     >>> release = random_stopping(candidate, stop_probability=0.2, rng=seeded(0))
     >>> release.guarantee
     PureDP(epsilon=1.5)
+    >>> logarithmic = random_stopping(
+    ...     candidate, repetitions="logarithmic", mean=5.0, rng=seeded(0)
+    ... )
+    >>> logarithmic.guarantee  # 2 x 0.5 (PS22 Cor. 3, eta = 0)
+    PureDP(epsilon=1.0)
     """
     owner = "random_stopping"
     cand = _as_candidate(candidate, event, owner)
-    gamma = _check_gamma(stop_probability, owner)
     cap = _check_cap(max_draws, owner)
+    law = _law(stop_probability, repetitions, mean, shape, cap, owner)
     if delta is not None:
         delta = check.check_delta(delta, owner, allow_zero=False)
     confidence = check.check_probability(
         confidence, "confidence", owner, open_low=True, open_high=True
     )
-    selection_event = _random_stopping_event(cand.event, gamma, cap)
+    selection_event = _random_stopping_event(cand.event, law, cap)
     guarantee = _guarantee(selection_event, delta, owner)
-    error = FailureBound(
-        success_probability_needed(gamma, cap, 1.0 - confidence), confidence, gamma, cap
-    )
     random = as_random(rng)
-    stop = Fraction(gamma)
+    stop = law.stop  # geometric: the exact stop probability, coins drawn as we go
+    error: FailureBound | None = None
+    count = 0
+    if stop is not None:
+        gamma = float(stop)
+        error = FailureBound(
+            success_probability_needed(gamma, cap, 1.0 - confidence), confidence, gamma, cap
+        )
+    else:
+        count = law.sample(random)  # drawn first, independently of the data
+        if count == 0:  # Poisson: the fixed default output, nothing runs
+            return Release(
+                value=None,
+                error=None,
+                event=selection_event,
+                guarantee=guarantee,
+                mechanism="RandomStopping",
+                secure=random.secure,
+            )
     best: Selected | None = None
     secure = random.secure
     draws = 0
@@ -532,9 +694,12 @@ def random_stopping(
         secure = secure and draw_secure
         if best is None or score > best.score:
             best = Selected(score, output)
-        if draws == cap or bernoulli(stop, rng=random):
+        if stop is None:
+            if draws == count:
+                break
+        elif draws == cap or bernoulli(stop, rng=random):
             break
-    del draws
+    del draws, count
     return Release(
         value=best,
         error=error,
