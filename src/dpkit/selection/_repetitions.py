@@ -29,7 +29,7 @@ that mean (:func:`dpkit.accounting._math.selection.tnb_gamma`). The truncated ne
 binomial and logarithmic samplers use a float ``gamma_s`` at least as large: it is
 stepped up from the accountant's by relative steps of 1e-7 until its mean, evaluated in
 floating point (relative error below 1e-14), is at most ``mean (1 - 1e-10)``. So the
-sampled law's mean is at most the requested one (and below it by a relative ~1e-6 at
+sampled law's mean is at most the requested one (and below it by a relative (1 + eta) 1e-7 at
 most), and its Theorem 2 bound -- increasing in ``E[K]`` and in ``log(1/gamma)`` -- is at
 most the accountant's; Corollary 3's pure bound ``(2 + eta) epsilon`` does not depend on
 ``gamma``. The geometric law samples its stop probability (``1/mean`` as an exact

@@ -592,7 +592,7 @@ def random_stopping(
     mean:
         ``E[K] >= 1`` (required for the laws other than geometric). The event carries
         it as given; the sampled truncated negative binomial has a mean at most this
-        (lower by a relative ~1e-6 at most), so the accountant's bound covers it.
+        (lower by a relative (1 + eta) 1e-7 at most), so the accountant's bound covers it.
     shape:
         ``eta`` for ``"negative_binomial"`` (0, or at least 1e-9); the other laws fix it.
     event:
