@@ -11,8 +11,11 @@
   (:meth:`SparseVector.stream`);
 * :func:`random_stopping` / :func:`thresholding` -- the best of a random number of runs
   of a private :class:`Candidate`, or the first run reaching a target score (Liu &
-  Talwar 2019); :func:`random_stopping_event` / :func:`thresholding_event` give their
-  cost without running them.
+  Talwar 2019), the number of runs geometric or any of Papernot & Steinke's laws
+  (``repetitions=``: truncated negative binomial, logarithmic, Poisson), the release's
+  event a :class:`~dpkit.accounting.events.RepeatAndSelectEvent`;
+  :func:`random_stopping_event` / :func:`thresholding_event` give their cost without
+  running them.
 
 Each takes ``monotonic=True`` for scores that move in one direction between
 neighbours (counts), which halves the noise. Every release is a
