@@ -501,6 +501,19 @@ def _thresholding_event(event: Event, gamma: float, cap: int | None, owner: str)
 # --- the algorithms ------------------------------------------------------------------
 
 
+def _draw_charged(
+    cand: Candidate, random: Random, owner: str, selection_event: Event, guarantee: Guarantee
+) -> tuple[float, Any, bool]:
+    """One draw of the candidate; a draw that fails is the selection's output, raised as
+    CandidateFailed carrying the whole selection's event and guarantee (to be charged)."""
+    try:
+        return cand._draw(random)
+    except Exception as err:
+        raise _failed(owner, err, selection_event, guarantee) from (
+            None if isinstance(err, _BadDraw) else err
+        )
+
+
 def _failed(owner: str, err: BaseException, event: Event, guarantee: Guarantee) -> CandidateFailed:
     detail = str(err) if isinstance(err, _BadDraw) else f"the candidate raised {type(err).__name__}"
     return CandidateFailed(
@@ -685,12 +698,7 @@ def random_stopping(
     draws = 0
     while True:
         draws += 1
-        try:
-            score, output, draw_secure = cand._draw(random)
-        except Exception as err:
-            raise _failed(owner, err, selection_event, guarantee) from (
-                None if isinstance(err, _BadDraw) else err
-            )
+        score, output, draw_secure = _draw_charged(cand, random, owner, selection_event, guarantee)
         secure = secure and draw_secure
         if best is None or score > best.score:
             best = Selected(score, output)
@@ -787,12 +795,7 @@ def thresholding(
     draws = 0
     while True:
         draws += 1
-        try:
-            score, output, draw_secure = cand._draw(random)
-        except Exception as err:
-            raise _failed(owner, err, selection_event, guarantee) from (
-                None if isinstance(err, _BadDraw) else err
-            )
+        score, output, draw_secure = _draw_charged(cand, random, owner, selection_event, guarantee)
         secure = secure and draw_secure
         if score >= tau:
             chosen = Selected(score, output)
