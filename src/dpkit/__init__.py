@@ -13,6 +13,10 @@ Module map
                     randomized response (also re-exported here)
 ``dp.selection``    exponential mechanism, report-noisy-max, permute-and-flip, sparse
                     vector (also re-exported here)
+``dp.learn``        scikit-learn compatible DP models (logistic/linear regression, naive Bayes)
+``dp.reliability``  never-fail constructions: absorb failure into delta, repeat until success
+``dp.design``       optimal noise by linear programming
+``dp.groupwise``    group-wise privacy: two-stage noise and its numerical analysis
 ``dp.audit``        lower bounds on epsilon at a confidence: black-box, one-run (SNJ23),
                     and the floating-point reachability attack (Mironov 2012)
 ``dp.testing``      distribution assertions and contract checks for mechanism authors
@@ -24,11 +28,15 @@ from typing import TYPE_CHECKING
 from dpkit import (
     accounting,
     audit,
+    design,
     errors,
     estimators,
+    groupwise,
+    learn,
     mechanisms,
     noise,
     random,
+    reliability,
     selection,
 )
 from dpkit.accounting import (
@@ -173,14 +181,17 @@ __all__ = [
     "as_random",
     "audit",
     "count_distinct",
+    "design",
     "discrete_gaussian",
     "discrete_laplace",
     "errors",
     "estimators",
     "exponential",
     "gaussian",
+    "groupwise",
     "inverse_sensitivity",
     "laplace",
+    "learn",
     "max",
     "mechanisms",
     "median",
@@ -193,6 +204,7 @@ __all__ = [
     "quantiles",
     "random",
     "randomized_response",
+    "reliability",
     "report_noisy_max",
     "select_by_tree",
     "selection",
