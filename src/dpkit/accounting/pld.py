@@ -38,6 +38,7 @@ from dpkit.accounting._math.pld.mechanisms import (
     sampled_cdfs,
 )
 from dpkit.accounting._math.pld.pmf import LossPmf, identity
+from dpkit.accounting._pld_extra import extra_leaf_pmfs, supports_extra
 from dpkit.accounting.accountant import Accountant
 from dpkit.accounting.events import (
     ApproxEvent,
@@ -165,6 +166,8 @@ class PLDAccountant(Accountant):
     # ------------------------------------------------------------------ hooks
 
     def _supports_leaf(self, event: Event) -> bool:
+        if supports_extra(event, self._relation):
+            return True
         if isinstance(event, PoissonSampledEvent):
             return self._relation == "add_remove" and _noise(event.event) is not None
         return _noise(event) is not None or isinstance(
@@ -174,6 +177,9 @@ class PLDAccountant(Accountant):
     def _leaf_pmfs(self, event: Event) -> tuple[LossPmf, LossPmf | None]:
         """The event's "remove" PLD, and its "add" PLD when that one differs."""
         h, tau = self._h, self._tail
+        extra = extra_leaf_pmfs(event, h, tau, self._relation)
+        if extra is not None:
+            return extra
         if isinstance(event, PoissonSampledEvent):
             noise, q = _noise(event.event), event.sampling_probability
             assert noise is not None  # checked by _supports_leaf
