@@ -48,6 +48,12 @@ _REL_ERR = 1e-11
 # Beyond this many terms the series is bounded by an integral instead (sigma >~ 3e5).
 _MAX_TERMS = 1 << 22
 _CHUNK = 1 << 14
+#: Unit roundoff of binary64, and an absolute floor for the gap allowance (subnormal
+#: results of the subtraction).
+_U = 2.0**-53
+_TINY = 1e-300
+#: At most this many gaps next to the threshold are computed exactly (see _log_terms).
+_EXACT_GAPS = 64
 
 
 def discrete_gaussian_rho(
@@ -100,11 +106,33 @@ def _log_normaliser_lower(sigma: float) -> float:
     return math.log1p(2.0 * math.fsum(np.exp(-(x * x) / (2.0 * sigma * sigma)).tolist()))
 
 
-def _log_terms(y: FloatArray, sigma2: float, epsilon: float, sens: int) -> FloatArray:
-    # log[ exp(-y^2/(2 s^2)) * (1 - exp(eps - (2 y D + D^2)/(2 s^2))) ], y above threshold.
+def _log_terms(y: FloatArray, sigma: float, epsilon: float, sens: int) -> FloatArray:
+    """log[exp(-y^2/(2 s^2)) (1 - exp(-g_y))], ``g_y = (2 y D + D^2)/(2 s^2) - eps``, rounded up.
+
+    For ``y`` above the exact threshold ``g_y > 0``. An atom just above ``eps`` has a tiny
+    gap ``g_y`` that the float subtraction gets wrong by up to a few ``u (loss + eps)``,
+    far more than ``g_y`` itself when ``g_y`` is ~1e-12 (an optimistic delta if the atom
+    dominates). We use an *upper* bound on each gap (conservative: ``1 - e^{-g}``
+    increases with ``g``): ``2 y D + D^2`` is an exact integer in binary64,
+    ``fl(sigma^2)`` and the division add two relative roundings to the loss and the
+    subtraction one relative to the result, hence ``4 u (loss + |gap|)``. Where that
+    allowance is not small against the gap (at most :data:`_EXACT_GAPS` atoms next to
+    the threshold), the gap is computed exactly in rationals and rounded up.
+    """
+    sigma2 = sigma * sigma
     loss = (2.0 * y * sens + sens * sens) / (2.0 * sigma2)
+    gap = loss - epsilon
+    allowance = 4.0 * _U * (loss + np.abs(gap)) + _TINY
+    gap_up = gap + allowance
+    coarse = np.flatnonzero(allowance > 1e-6 * np.abs(gap))[:_EXACT_GAPS]
+    if coarse.size:
+        sigma2_q = 2 * Fraction(sigma) ** 2
+        eps_q = Fraction(epsilon)
+        for i in coarse.tolist():
+            yi = int(y[i])
+            gap_up[i] = fraction_up(Fraction(2 * yi * sens + sens * sens) / sigma2_q - eps_q)
     with np.errstate(divide="ignore"):
-        result: FloatArray = -(y * y) / (2.0 * sigma2) + np.log(-np.expm1(epsilon - loss))
+        result: FloatArray = -(y * y) / (2.0 * sigma2) + np.log(-np.expm1(-gap_up))
     return result
 
 
@@ -116,7 +144,7 @@ def _log_series_upper(sigma: float, epsilon: float, sens: int, first: int) -> fl
     start = first
     while start - first < _MAX_TERMS:
         y = np.arange(start, start + _CHUNK, dtype=np.float64)
-        logs = _log_terms(y, sigma2, epsilon, sens)
+        logs = _log_terms(y, sigma, epsilon, sens)
         chunk_max = float(np.max(logs))
         if chunk_max > peak:
             acc = acc * math.exp(peak - chunk_max) if peak > -math.inf else 0.0
@@ -179,7 +207,7 @@ def _log_series_integral_bound(sigma: float, epsilon: float, sens: int, first: i
     log_near = -math.inf
     if near.size:
         log_near = float(
-            special.logsumexp(_log_terms(near.astype(np.float64), sigma2, epsilon, sens))
+            special.logsumexp(_log_terms(near.astype(np.float64), sigma, epsilon, sens))
         )
 
     log_q_a = float(special.log_ndtr(-first / sigma))
@@ -190,10 +218,19 @@ def _log_series_integral_bound(sigma: float, epsilon: float, sens: int, first: i
     return float(np.logaddexp(log_integral, log_near))
 
 
+def _first_index(sigma: float, epsilon: float, sens: int) -> int:
+    """The first integer ``y`` strictly above ``eps sigma^2 / D - D/2``, computed exactly.
+
+    A float threshold can round up past an integer whose loss sits just above ``eps``
+    and drop that atom (an optimistic delta); with fractions no atom is lost.
+    """
+    sigma_q = Fraction(sigma)
+    threshold = Fraction(epsilon) * sigma_q * sigma_q / sens - Fraction(sens, 2)
+    return math.floor(threshold) + 1
+
+
 def _log_delta(sigma: float, epsilon: float, sens: int) -> float:
-    # First integer strictly above the threshold eps sigma^2 / D - D/2.
-    threshold = epsilon * sigma * sigma / sens - sens / 2.0
-    first = math.floor(threshold) + 1
+    first = _first_index(sigma, epsilon, sens)
     return _log_series_upper(sigma, epsilon, sens, first) - _log_normaliser_lower(sigma)
 
 
