@@ -55,6 +55,8 @@ def base_parameters(guarantee: object, name: str, owner: str) -> tuple[float, fl
 
 def _exp_up(epsilon: float, owner: str) -> Fraction:
     """``e^epsilon`` as a Fraction, rounded up (math.exp is within 1 ulp; step 2 more)."""
+    if epsilon == 0.0:
+        return Fraction(1)
     try:
         return Fraction(up(math.exp(epsilon), 2))
     except OverflowError:
