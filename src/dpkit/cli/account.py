@@ -1,7 +1,8 @@
 """``dpkit account``: privacy accounting from the command line.
 
-- ``dpkit account dpsgd``: epsilon of a DP-SGD configuration (sampling rate, noise
-  multiplier, steps, delta).
+- ``dpkit account dpsgd``: epsilon of a DP-SGD configuration (noise multiplier and
+  delta; the schedule as sampling rate and steps, or in Opacus's vocabulary as epochs,
+  batch size and dataset size).
 - ``dpkit account calibrate``: the noise multiplier that meets a target (epsilon, delta).
 - ``dpkit account compose FILE``: compose a JSON file of events (``Event.to_dict()``
   dicts, one or a list) and print epsilon at delta.
@@ -14,6 +15,8 @@ Bad input prints a message and exits with code 2. Accountants are imported lazil
 from __future__ import annotations
 
 import json
+import math
+from fractions import Fraction
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -30,13 +33,31 @@ account_app = typer.Typer(
     add_completion=False,
 )
 
-_DPSGD_ACCOUNTANTS = ("rdp", "pld")
+_DPSGD_ACCOUNTANTS = ("rdp", "pld", "prv")
 _COMPOSE_ACCOUNTANTS = ("pure", "zcdp", "rdp", "pld")
 
 AccountantOption = Annotated[
-    str, typer.Option(help="Accountant: 'rdp' (Renyi DP) or 'pld' (privacy loss distributions).")
+    str,
+    typer.Option(
+        help="Accountant: 'rdp' (Renyi DP), 'pld' (privacy loss distributions) or 'prv' "
+        "(Opacus's name for numerical composition of the privacy loss: the PLD accountant)."
+    ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+RateOption = Annotated[
+    float | None,
+    typer.Option(
+        help="Poisson sampling rate q in (0, 1] (or give --batch-size and --dataset-size)."
+    ),
+]
+StepsOption = Annotated[int | None, typer.Option(help="Number of training steps (or --epochs).")]
+EpochsOption = Annotated[
+    float | None, typer.Option(help="Training epochs (Opacus): steps = epochs x batches per epoch.")
+]
+BatchOption = Annotated[
+    int | None, typer.Option(help="Expected (Poisson) batch size B: q = B / dataset size.")
+]
+DatasetOption = Annotated[int | None, typer.Option(help="Number of training examples N.")]
 
 
 def _fail(message: str) -> NoReturn:
@@ -59,26 +80,86 @@ def _emit(payload: dict[str, Any], lines: list[str], as_json: bool) -> None:
             console.print(line, highlight=False, markup=False)
 
 
+def _positive_int(value: int, option: str) -> int:
+    if value < 1:
+        _fail(f"--{option} must be an integer >= 1; got {value!r}.")
+    return value
+
+
+def _schedule(
+    sampling_rate: float | None,
+    steps: int | None,
+    epochs: float | None,
+    batch_size: int | None,
+    dataset_size: int | None,
+) -> tuple[float, int]:
+    """The sampling rate and step count from either vocabulary, rounded to the safe side.
+
+    ``q = B / N`` (the expected batch of Poisson sampling). An epoch is
+    ``ceil(N / B)`` steps, as many as Opacus's data loader makes, and with only ``q``
+    given ``epochs / q`` steps rounded up (Opacus truncates; one more step is never
+    less private to count).
+    """
+    if sampling_rate is not None and (batch_size is not None or dataset_size is not None):
+        _fail("give either --sampling-rate or --batch-size with --dataset-size, not both.")
+    if sampling_rate is None:
+        if batch_size is None or dataset_size is None:
+            _fail("give --sampling-rate, or both --batch-size and --dataset-size.")
+        n = _positive_int(dataset_size, "dataset-size")
+        b = _positive_int(batch_size, "batch-size")
+        if b > n:
+            _fail(f"--batch-size ({b}) must be at most --dataset-size ({n}).")
+        rate = b / n
+    else:
+        rate = sampling_rate
+    if (steps is None) == (epochs is None):
+        _fail("give exactly one of --steps and --epochs.")
+    if steps is not None:
+        return rate, steps  # validated (>= 1) by the library call
+    assert epochs is not None
+    if not (math.isfinite(epochs) and epochs > 0):
+        _fail(f"--epochs must be a finite number > 0; got {epochs!r}.")
+    if not (math.isfinite(rate) and 0 < rate <= 1):
+        _fail(f"--sampling-rate must be in (0, 1]; got {rate!r}.")
+    if sampling_rate is None:
+        assert batch_size is not None and dataset_size is not None
+        per_epoch = -(-dataset_size // batch_size)  # ceil(N / B)
+        return rate, math.ceil(Fraction(epochs) * per_epoch)
+    return rate, math.ceil(Fraction(epochs) / Fraction(rate))  # exact, then up
+
+
+def _library_accountant(name: str) -> str:
+    return "pld" if name == "prv" else name
+
+
+def _shown(name: str) -> str:
+    return "prv (PLD accountant)" if name == "prv" else name
+
+
 @account_app.command("dpsgd")
 def dpsgd(
-    sampling_rate: Annotated[float, typer.Option(help="Poisson sampling rate q in (0, 1].")],
     noise_multiplier: Annotated[float, typer.Option(help="Noise std over clipping norm.")],
-    steps: Annotated[int, typer.Option(help="Number of training steps.")],
     delta: Annotated[float, typer.Option(help="Target delta in (0, 1).")],
+    sampling_rate: RateOption = None,
+    steps: StepsOption = None,
+    epochs: EpochsOption = None,
+    batch_size: BatchOption = None,
+    dataset_size: DatasetOption = None,
     accountant: AccountantOption = "rdp",
     as_json: JsonOption = False,
 ) -> None:
     """Epsilon of DP-SGD (Poisson-subsampled Gaussian steps, add/remove one example)."""
     _check_choice(accountant, _DPSGD_ACCOUNTANTS, "accountant")
+    rate, count = _schedule(sampling_rate, steps, epochs, batch_size, dataset_size)
     from dpkit.accounting.calibrate import dpsgd_epsilon
 
     try:
         epsilon = dpsgd_epsilon(
-            sampling_probability=sampling_rate,
+            sampling_probability=rate,
             noise_multiplier=noise_multiplier,
-            steps=steps,
+            steps=count,
             delta=delta,
-            accountant=accountant,
+            accountant=_library_accountant(accountant),
         )
     except DPError as err:
         _fail(str(err))
@@ -86,37 +167,42 @@ def dpsgd(
         "epsilon": epsilon,
         "delta": delta,
         "accountant": accountant,
-        "sampling_rate": sampling_rate,
+        "sampling_rate": rate,
         "noise_multiplier": noise_multiplier,
-        "steps": steps,
+        "steps": count,
     }
     lines = [
-        f"DP-SGD with q={sampling_rate:g}, noise multiplier {noise_multiplier:g}, {steps} steps:",
-        f"  ({epsilon:.6g}, {delta:g})-DP  [accountant: {accountant}; add/remove one example]",
+        f"DP-SGD with q={rate:g}, noise multiplier {noise_multiplier:g}, {count} steps:",
+        f"  ({epsilon:.6g}, {delta:g})-DP  [accountant: {_shown(accountant)}; "
+        "add/remove one example]",
     ]
     _emit(payload, lines, as_json)
 
 
 @account_app.command("calibrate")
 def calibrate(
-    sampling_rate: Annotated[float, typer.Option(help="Poisson sampling rate q in (0, 1].")],
-    steps: Annotated[int, typer.Option(help="Number of training steps.")],
     epsilon: Annotated[float, typer.Option(help="Target epsilon > 0.")],
     delta: Annotated[float, typer.Option(help="Target delta in (0, 1).")],
+    sampling_rate: RateOption = None,
+    steps: StepsOption = None,
+    epochs: EpochsOption = None,
+    batch_size: BatchOption = None,
+    dataset_size: DatasetOption = None,
     accountant: AccountantOption = "rdp",
     as_json: JsonOption = False,
 ) -> None:
     """The smallest DP-SGD noise multiplier that meets (epsilon, delta)."""
     _check_choice(accountant, _DPSGD_ACCOUNTANTS, "accountant")
+    rate, count = _schedule(sampling_rate, steps, epochs, batch_size, dataset_size)
     from dpkit.accounting.calibrate import dpsgd_noise_multiplier
 
     try:
         sigma = dpsgd_noise_multiplier(
-            sampling_probability=sampling_rate,
-            steps=steps,
+            sampling_probability=rate,
+            steps=count,
             target_epsilon=epsilon,
             delta=delta,
-            accountant=accountant,
+            accountant=_library_accountant(accountant),
         )
     except DPError as err:
         _fail(str(err))
@@ -125,12 +211,12 @@ def calibrate(
         "epsilon": epsilon,
         "delta": delta,
         "accountant": accountant,
-        "sampling_rate": sampling_rate,
-        "steps": steps,
+        "sampling_rate": rate,
+        "steps": count,
     }
     lines = [
-        f"Noise multiplier {sigma:.6g} makes {steps} DP-SGD steps at q={sampling_rate:g} "
-        f"({epsilon:g}, {delta:g})-DP  [accountant: {accountant}]",
+        f"Noise multiplier {sigma:.6g} makes {count} DP-SGD steps at q={rate:g} "
+        f"({epsilon:g}, {delta:g})-DP  [accountant: {_shown(accountant)}]",
     ]
     _emit(payload, lines, as_json)
 
