@@ -16,15 +16,36 @@ event                                           RDP epsilon at order ``a``
 any event with a pure epsilon                   the tight curve of Steinke 2024, Thm 4
 ``PoissonSampledEvent(GaussianEvent(s), q)``    Mironov, Talwar & Zhang 2019 (exact series)
 ``PoissonSampledEvent(pure event, q)``          Steinke's curve at the amplified epsilon
+``PoissonSampledEvent(zCDP event, q)``          removal: the MTZ19 binomial sum at ``rho``;
+                                                addition: a second-order bound (see
+                                                :mod:`~dpkit.accounting._math.subsampled_zcdp`)
+``SampledWithoutReplacementEvent(e, m, n)``     Wang, Balle & Kasiviswanathan 2019, Thm 9 on
+                                                the curve of ``e`` (replace-one)
+``ExponentialMechanismEvent(eps)``              bounded range: ``kappa(eps) + (a-1) eps^2/8``
+                                                (Cesar & Rogers 2021, Sec. 3)
+``SingleEpochTreeAggregationEvent(s, T)``       ``a d / (2 s^2)``, ``d = ceil(log2(max T + 1))``
+                                                (Kairouz et al. 2021, App. D)
 ``RepeatAndSelectEvent(e, mean, shape)``        Papernot & Steinke 2022, Thm 2 (finite shape)
                                                 or Thm 6 (Poisson) on the curve of ``e``
 ==============================================  ===============================================
 
-When several apply (an exponential mechanism is both eps-DP and eps^2/8-zCDP) the
-pointwise minimum is used. Events with no RDP guarantee (``ApproxEvent`` with
-``delta > 0``, ``TruncatedLaplaceEvent``, subsampled events whose inner event is
-neither Gaussian nor pure) are not supported: ``supports`` says so and ``compose``
-raises :class:`~dpkit.errors.UnsupportedEvent`.
+When several apply (an exponential mechanism is eps-DP, eps^2/8-zCDP and eps-bounded
+range) the pointwise minimum is used. Events with no RDP guarantee (``ApproxEvent``
+with ``delta > 0``, ``TruncatedLaplaceEvent``, Poisson-subsampled events whose inner
+event has neither a pure nor a zCDP bound) are not supported: ``supports`` says so and
+``compose`` raises :class:`~dpkit.errors.UnsupportedEvent`.
+
+``PermuteAndFlipEvent`` keeps the tight pure-DP curve. dp_accounting (since June 2026)
+gives it the Laplace curve, stating that its privacy loss distribution is the Laplace
+mechanism's; no proof is cited and we know of none, so dpkit does not use it (a
+numerical search is in ``tests/accounting/test_rdp_selection_events.py``).
+
+Neighbouring relations: ``relation=None`` (the default) analyses each event under the
+relation it states. ``relation="add_remove"``, ``"replace"`` or ``"replace_special"``
+makes the accountant refuse events stated only for another relation: Poisson sampling
+is analysed for add/remove (and replace-with-special, as dp_accounting does), sampling
+without replacement and randomized response for replace-one, tree aggregation for
+replace-with-special (a record replaced by one whose contribution is zero).
 """
 
 from __future__ import annotations
@@ -33,8 +54,10 @@ import functools
 import math
 from collections.abc import Sequence
 from fractions import Fraction
+from typing import Literal
 
 from dpkit.accounting._math import conversions
+from dpkit.accounting._math.bounded_range import bounded_range_rdp
 from dpkit.accounting._math.laplace import laplace_rdp
 from dpkit.accounting._math.rdp import (
     gaussian_rdp,
@@ -43,23 +66,36 @@ from dpkit.accounting._math.rdp import (
 )
 from dpkit.accounting._math.rounding import fraction_up, product_up
 from dpkit.accounting._math.selection import repeat_and_select_rdp
+from dpkit.accounting._math.subsampled_zcdp import poisson_subsampled_zcdp_rdp_curve
+from dpkit.accounting._math.without_replacement import (
+    WOR_MAX_ORDER,
+    without_replacement_rdp_curve,
+)
 from dpkit.accounting.accountant import Accountant
 from dpkit.accounting.events import (
+    ComposedEvent,
     DiscreteGaussianEvent,
     Event,
+    ExponentialMechanismEvent,
     GaussianEvent,
     LaplaceEvent,
     PoissonSampledEvent,
     RandomizedResponseEvent,
     RepeatAndSelectEvent,
+    RepeatedEvent,
+    SampledWithoutReplacementEvent,
+    SingleEpochTreeAggregationEvent,
     pure_epsilon,
     zcdp_rho,
 )
 from dpkit.accounting.guarantees import DEFAULT_ORDERS, RDP
+from dpkit.errors import InvalidParameter
 
-__all__ = ["RDPAccountant", "event_rdp"]
+__all__ = ["RDPAccountant", "Relation", "event_rdp"]
 
 Curve = tuple[float, ...]
+Relation = Literal["add_remove", "replace", "replace_special"]
+_RELATIONS: tuple[Relation, ...] = ("add_remove", "replace", "replace_special")
 
 
 def _pointwise_min(*curves: Curve | None) -> Curve | None:
@@ -90,12 +126,21 @@ def _leaf_curve(event: Event, orders: Curve) -> Curve | None:
     if isinstance(event, RepeatAndSelectEvent):
         return _repeat_and_select_curve(event, orders)
     if isinstance(event, PoissonSampledEvent):
-        inner, q = event.event, event.sampling_probability
-        if isinstance(inner, GaussianEvent):
-            return subsampled_gaussian_rdp_curve(q, inner.noise_multiplier, orders)
-        # Amplification of pure DP (Balle, Barthe & Gaboardi 2018, Thm 8), then the tight
-        # pure-to-RDP curve; pure_epsilon already returns the amplified epsilon.
-        return _pure_curve(pure_epsilon(event), orders)
+        return _poisson_curve(event, orders)
+    if isinstance(event, SampledWithoutReplacementEvent):
+        return _without_replacement_curve(event, orders)
+    if isinstance(event, SingleEpochTreeAggregationEvent):
+        # Kairouz et al. 2021, App. D: the Gaussian mechanism with squared sensitivity d.
+        d, sigma2 = event.depth, Fraction(event.noise_multiplier) ** 2
+        return tuple(fraction_up(Fraction(a) * d / (2 * sigma2)) for a in orders)
+    if isinstance(event, ExponentialMechanismEvent):
+        # eps-BR (Cesar & Rogers 2021, Sec. 3), eps-DP (Steinke's curve) and zCDP.
+        bounded_range = tuple(bounded_range_rdp(event.epsilon, a) for a in orders)
+        return _pointwise_min(
+            bounded_range,
+            _pure_curve(event.epsilon, orders),
+            _zcdp_curve(zcdp_rho(event), orders),
+        )
     if isinstance(event, GaussianEvent):
         return tuple(gaussian_rdp(event.noise_multiplier, a) for a in orders)
     if isinstance(event, DiscreteGaussianEvent):
@@ -110,6 +155,42 @@ def _leaf_curve(event: Event, orders: Curve) -> Curve | None:
     if isinstance(event, RandomizedResponseEvent):
         return tuple(randomized_response_rdp(event.epsilon, event.categories, a) for a in orders)
     return _pointwise_min(_pure_curve(epsilon, orders), _zcdp_curve(zcdp_rho(event), orders))
+
+
+def _poisson_curve(event: PoissonSampledEvent, orders: Curve) -> Curve | None:
+    """Add/remove-one neighbours; the best of the analyses that apply to the inner event."""
+    inner, q = event.event, event.sampling_probability
+    if isinstance(inner, GaussianEvent):
+        return subsampled_gaussian_rdp_curve(q, inner.noise_multiplier, orders)
+    # Amplification of pure DP (Balle, Barthe & Gaboardi 2018, Thm 8), then the tight
+    # pure-to-RDP curve; pure_epsilon already returns the amplified epsilon.
+    pure = _pure_curve(pure_epsilon(event), orders)
+    if pure is not None:
+        return pure
+    rho = zcdp_rho(inner)  # the discrete Gaussian, ZCDPEvent, composed Gaussians, ...
+    if rho is None:
+        return None
+    return poisson_subsampled_zcdp_rdp_curve(q, rho, orders)
+
+
+def _without_replacement_curve(
+    event: SampledWithoutReplacementEvent, orders: Curve
+) -> Curve | None:
+    """WBK19 Thm 9 on the inner event's replace-one curve (every integer order needed)."""
+    inner = event.event
+    largest = min(WOR_MAX_ORDER, max(math.floor(a) + 1 for a in orders))
+    integers = tuple(float(j) for j in range(2, largest + 1))
+    inner_accountant = RDPAccountant(integers, relation="replace")
+    if not inner_accountant.supports(inner) or not RDPAccountant(orders).supports(inner):
+        return None
+    integer_curve = inner_accountant.compose(inner).guarantee.epsilons
+    own_curve = RDPAccountant(orders).compose(inner).guarantee.epsilons
+    # gamma = m / n rounded up (a larger sampling fraction only raises the bound).
+    gamma = fraction_up(Fraction(event.sample_size, event.population_size))
+    amplified = without_replacement_rdp_curve(
+        gamma, integer_curve, own_curve, orders, pure_epsilon=pure_epsilon(inner)
+    )
+    return _pointwise_min(amplified, _pure_curve(pure_epsilon(event), orders))
 
 
 def _repeat_and_select_curve(event: RepeatAndSelectEvent, orders: Curve) -> Curve | None:
@@ -129,6 +210,23 @@ def _repeat_and_select_curve(event: RepeatAndSelectEvent, orders: Curve) -> Curv
     return _pointwise_min(
         curve, _pure_curve(pure_epsilon(event), orders), _zcdp_curve(zcdp_rho(event), orders)
     )
+
+
+def _relation_allows(event: Event, relation: Relation | None) -> bool:
+    """Whether every part of ``event`` is analysed here for ``relation`` (None: any)."""
+    if relation is None:
+        return True
+    if isinstance(event, ComposedEvent):
+        return all(_relation_allows(part, relation) for part in event.events)
+    if isinstance(event, RepeatedEvent | RepeatAndSelectEvent):
+        return _relation_allows(event.event, relation)
+    if isinstance(event, PoissonSampledEvent):
+        return relation in ("add_remove", "replace_special")
+    if isinstance(event, SampledWithoutReplacementEvent | RandomizedResponseEvent):
+        return relation == "replace"
+    if isinstance(event, SingleEpochTreeAggregationEvent):
+        return relation == "replace_special"
+    return True
 
 
 def event_rdp(event: Event, orders: Sequence[float] = DEFAULT_ORDERS) -> RDP | None:
@@ -175,13 +273,21 @@ class RDPAccountant(Accountant):
     orders:
         Strictly increasing Renyi orders > 1; default :data:`DEFAULT_ORDERS` (a superset
         of dp_accounting's default grid, finer near 1).
+    relation:
+        None (default): each event is analysed for the relation it states, and the
+        caller composes only events stated for the same one. ``"add_remove"``,
+        ``"replace"`` (replace one record) or ``"replace_special"`` (replace one record
+        by a special one that contributes nothing): events stated only for another
+        relation are refused (``supports`` is False).
 
     Notes
     -----
     The neighbouring relation is that of the events: Poisson-subsampled events are
-    analysed for add/remove-one neighbours, randomized response for replace-one. Compose
-    only events stated for the same relation. ``get_epsilon(0)`` is ``inf`` once anything
-    non-trivial was composed (an RDP curve on finitely many orders implies no pure DP).
+    analysed for add/remove-one neighbours, sampling without replacement and randomized
+    response for replace-one, tree aggregation for replace-with-special. Compose only
+    events stated for the same relation (``relation=`` checks it). ``get_epsilon(0)`` is
+    ``inf`` once anything non-trivial was composed (an RDP curve on finitely many orders
+    implies no pure DP).
 
     Examples
     --------
@@ -195,8 +301,18 @@ class RDPAccountant(Accountant):
     2.101
     """
 
-    def __init__(self, orders: Sequence[float] = DEFAULT_ORDERS) -> None:
+    def __init__(
+        self, orders: Sequence[float] = DEFAULT_ORDERS, *, relation: Relation | None = None
+    ) -> None:
         super().__init__()
+        if relation is not None and relation not in _RELATIONS:
+            raise InvalidParameter.for_parameter(
+                "relation",
+                "RDPAccountant",
+                "None, 'add_remove', 'replace' or 'replace_special'",
+                relation,
+            )
+        self._relation: Relation | None = relation
         self._orders: Curve = RDP._check_orders(orders, "RDPAccountant")
         self._totals: list[Fraction] = [Fraction(0)] * len(self._orders)
         self._infinite: list[bool] = [False] * len(self._orders)
@@ -205,6 +321,11 @@ class RDPAccountant(Accountant):
     def orders(self) -> tuple[float, ...]:
         """The grid of Renyi orders."""
         return self._orders
+
+    @property
+    def relation(self) -> Relation | None:
+        """The neighbouring relation checked on compose (None: the events' own)."""
+        return self._relation
 
     @property
     def guarantee(self) -> RDP:
@@ -223,6 +344,8 @@ class RDPAccountant(Accountant):
     def _supports_leaf(self, event: Event) -> bool:
         # Computing the curve here (it is cached) means any failure happens during
         # validation, before the state changes.
+        if not _relation_allows(event, self._relation):
+            return False
         return _leaf_curve(event, self._orders) is not None
 
     def _compose_leaf(self, event: Event, count: int) -> None:

@@ -55,6 +55,7 @@ from dpkit.accounting.events.mechanisms import (
     ZCDPEvent,
 )
 from dpkit.accounting.events.sampling import PoissonSampledEvent, SampledWithoutReplacementEvent
+from dpkit.accounting.events.tree import SingleEpochTreeAggregationEvent
 
 __all__ = [
     "ApproxEvent",
@@ -74,6 +75,7 @@ __all__ = [
     "RepeatedEvent",
     "ReportNoisyMaxEvent",
     "SampledWithoutReplacementEvent",
+    "SingleEpochTreeAggregationEvent",
     "SparseVectorEvent",
     "TruncatedLaplaceEvent",
     "ZCDPEvent",
