@@ -77,7 +77,8 @@ class PLDAccountant(Accountant):
     relation:
         ``"add_remove"`` (default) or ``"replace"``: the neighbouring relation for
         which the events' sensitivities were computed. Poisson subsampling is analysed
-        for add/remove only; under ``"replace"`` it is unsupported.
+        for add/remove and, for a Gaussian with the noise multiplier over the
+        per-record norm bound (DP-SGD's clipping norm), for ``"replace"``.
     tail_mass:
         Mass (in (0, 1e-6]) that may be cut from each tail of a PLD before and after a
         composition; it is moved, never dropped (left tail up, right tail to ``+inf``).
@@ -87,7 +88,10 @@ class PLDAccountant(Accountant):
     :class:`PureEvent` (as binary randomized response, the worst ``eps``-DP pair),
     :class:`ApproxEvent` (``delta`` at ``+inf``, the rest as ``eps``-RR; Kairouz, Oh &
     Viswanath 2015) and, for add/remove, :class:`PoissonSampledEvent` of a Gaussian or
-    Laplace event. ``compose(event, count=k)`` costs one FFT whatever ``k`` is.
+    Laplace event; :class:`ExponentialMechanismEvent` (bounded range) and
+    :class:`PermuteAndFlipEvent`; under ``"replace"``, :class:`PoissonSampledEvent` of a
+    Gaussian (see :mod:`dpkit.accounting._pld_extra`). ``compose(event, count=k)`` costs
+    one FFT whatever ``k`` is.
 
     Guarantee
     ---------
