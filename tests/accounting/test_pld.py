@@ -145,11 +145,13 @@ def test_subsampling_amplifies_and_add_remove_differ() -> None:
 
 
 def test_relation_replace_rejects_poisson_sampling() -> None:
+    # The sampled Gaussian has a replace-one analysis (test_pld_replace_one.py); the
+    # sampled Laplace does not.
     accountant = PLDAccountant(relation="replace")
     assert accountant.supports(GaussianEvent(1.0))
-    assert not accountant.supports(PoissonSampledEvent(GaussianEvent(1.0), 0.1))
+    assert not accountant.supports(PoissonSampledEvent(LaplaceEvent(1.0), 0.1))
     with pytest.raises(UnsupportedEvent):
-        accountant.compose(PoissonSampledEvent(GaussianEvent(1.0), 0.1))
+        accountant.compose(PoissonSampledEvent(LaplaceEvent(1.0), 0.1))
 
 
 def test_nothing_composed_and_delta_zero() -> None:
