@@ -15,12 +15,14 @@ input. Three wrappers trade privacy for reliability (``docs/reliability.md``):
 
 Calculators (public values only, nothing runs): :func:`absorb_failure`,
 :func:`repeat_until_success`, :func:`reduce_failure`, :func:`truncation`,
-:func:`compare`. Failed runs raise :class:`ReleaseFailed` (charge its event).
+:func:`compare`; losses with their failure bounds for dpkit's quantiles:
+:func:`rank_loss`, :func:`rank_target`. Failed runs raise :class:`ReleaseFailed` (charge its event).
 """
 
 from dpkit.reliability._base import AttemptsExhausted, MechanismFailed, ReleaseFailed
 from dpkit.reliability.absorb import NeverFail, never_fail
 from dpkit.reliability.guarantees import absorb_failure, repeat_until_success, truncation
+from dpkit.reliability.losses import rank_loss, rank_target
 from dpkit.reliability.plan import ConstructionCost, check_loss_sensitivity, compare
 from dpkit.reliability.pure import ReducedFailure, ReducedFailurePlan, reduce_failure
 from dpkit.reliability.repeat import RepeatUntilSuccess
@@ -38,6 +40,8 @@ __all__ = [
     "check_loss_sensitivity",
     "compare",
     "never_fail",
+    "rank_loss",
+    "rank_target",
     "reduce_failure",
     "repeat_until_success",
     "truncation",
