@@ -19,6 +19,7 @@ from dpkit.cli._output import JsonErrorsCommand, Output, check_browser, write_ou
 from dpkit.cli.account import account_app
 from dpkit.cli.audit import audit_command
 from dpkit.cli.describe import budget_from_options, describe_command, summarise
+from dpkit.cli.reliability import reliability_app
 from dpkit.errors import DPError
 
 if TYPE_CHECKING:
@@ -37,6 +38,7 @@ app = typer.Typer(
 app.command("describe", cls=JsonErrorsCommand)(describe_command)
 app.command("audit")(audit_command)
 app.add_typer(account_app, name="account")
+app.add_typer(reliability_app, name="reliability")
 
 
 def _version(value: bool) -> None:

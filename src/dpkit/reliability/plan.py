@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dpkit import _validation as check
+from dpkit.accounting._math.rounding import up
 from dpkit.accounting.guarantees import ApproxDP, PureDP
 from dpkit.errors import InvalidParameter
 from dpkit.reliability._base import check_alpha, check_beta
@@ -111,7 +112,7 @@ def compare(
         ConstructionCost(
             "repeat_until_success",
             guarantee,
-            alpha + 2 * tau,
+            up(up(alpha + tau) + tau),  # as RepeatUntilSuccess.loss_bound
             cap_failure,
             attempts,
         )
