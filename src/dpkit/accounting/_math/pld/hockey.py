@@ -68,9 +68,10 @@ def hockey_stick(pmf: LossPmf, epsilon: float, losses: FloatArray | None = None)
     """
     finite = inflate(_excess_terms(pmf, epsilon, losses), _SUM_REL)
     tail = pmf.infinity_mass + pmf.slack
-    total = finite + tail
-    # Two roundings in the sum above: move up so the reported float is not below.
-    total = math.nextafter(math.nextafter(total, math.inf), math.inf)
+    total = finite + tail + pmf.tilted_error(epsilon)
+    # Three roundings in the sums above: move up so the reported float is not below.
+    for _ in range(3):
+        total = math.nextafter(total, math.inf)
     return min(1.0, total)
 
 

@@ -7,10 +7,17 @@ A privacy loss distribution (PLD) of a pair ``(P, Q)`` is the law of
     delta(eps) = w(+inf) + sum_{l > eps} w(l) (1 - e^{eps - l})
 
 :class:`LossPmf` stores a PLD whose finite losses lie on the grid ``{j h : j in Z}`` as a
-dense array starting at grid index ``offset``. It also carries ``slack``: an additive
-allowance for floating-point error, so that the statement a ``LossPmf`` makes is
+dense array starting at grid index ``offset``. It also carries an additive allowance for
+floating-point error, a constant ``slack`` plus an exponentially decaying term, so that
+the statement a ``LossPmf`` makes is
 
-    for every real eps:  delta_true(eps) <= delta_pmf(eps) + slack.
+    for every real eps:  delta_true(eps) <= delta_pmf(eps) + slack
+                                            + min(tilt_cap, tilt_coef e^{-tilt eps}).
+
+The decaying term comes from compositions computed on exponentially tilted masses
+(``m_j e^{tilt l_j}``, see :mod:`.convolve`): their round-off is relative to the tilted
+masses, so it is tiny exactly where delta is tiny (large eps) instead of being spread
+evenly over the whole grid.
 
 Everything in this package preserves that statement: discretisation only moves mass to
 larger losses (Meiser & Mohammadi 2018; Koskela, Jalko & Honkela 2020) or splits it by
@@ -70,6 +77,9 @@ class LossPmf:
         Mass at ``+inf`` (the part of ``P`` that ``Q`` cannot produce, plus tails).
     slack:
         Additive bound on the floating-point error of the hockey-stick functional.
+    tilt, tilt_coef, tilt_cap:
+        A further error allowance ``min(tilt_cap, tilt_coef e^{-tilt eps})`` at ``eps``
+        (all 0 when absent; ``tilt >= 0``).
     """
 
     h: float
@@ -77,6 +87,9 @@ class LossPmf:
     masses: FloatArray
     infinity_mass: float
     slack: float = 0.0
+    tilt: float = 0.0
+    tilt_coef: float = 0.0
+    tilt_cap: float = 0.0
 
     def __post_init__(self) -> None:
         masses = np.ascontiguousarray(self.masses, dtype=np.float64)
@@ -99,6 +112,27 @@ class LossPmf:
     def total_mass(self) -> float:
         """Finite plus infinite mass (1 up to pessimistic additions)."""
         return self.finite_mass + self.infinity_mass
+
+    def tilted_error(self, epsilon: float) -> float:
+        """``min(tilt_cap, tilt_coef e^{-tilt eps})``, rounded up (``exp`` within 8u)."""
+        if self.tilt_cap == 0.0:
+            return 0.0
+        exponent = -self.tilt * epsilon
+        if exponent > 700.0:
+            return self.tilt_cap
+        return min(self.tilt_cap, self.tilt_coef * math.exp(exponent) * (1.0 + 16.0 * U))
+
+    def error_at(self, epsilon: float) -> float:
+        """The whole float-error allowance at ``epsilon`` (``slack`` + the tilted term)."""
+        return self.slack + self.tilted_error(epsilon)
+
+    def with_error(
+        self, slack: float, tilt: float = 0.0, tilt_coef: float = 0.0, tilt_cap: float = 0.0
+    ) -> LossPmf:
+        """The same masses with another error allowance."""
+        return LossPmf(
+            self.h, self.offset, self.masses, self.infinity_mass, slack, tilt, tilt_coef, tilt_cap
+        )
 
 
 def identity(h: float) -> LossPmf:
@@ -130,4 +164,13 @@ def truncate(pmf: LossPmf, tail_mass: float) -> LossPmf:
     # The moved masses are upper bounds of the exact tail sums; the sums of the kept
     # entries rounded once more in kept[0] (a relative 4u allowance covers it).
     slack = pmf.slack + 4.0 * U * left
-    return LossPmf(pmf.h, pmf.offset + lo, kept, pmf.infinity_mass + right, slack)
+    return LossPmf(
+        pmf.h,
+        pmf.offset + lo,
+        kept,
+        pmf.infinity_mass + right,
+        slack,
+        pmf.tilt,
+        pmf.tilt_coef,
+        pmf.tilt_cap,
+    )
