@@ -21,14 +21,15 @@ Kamath & Steinke 2020, proof of Prop. 5). Fractional orders interpolate ``log A`
 integers (``log A_a`` is convex in ``a``: Hoelder's inequality).
 
 *Addition* (``D_a(M'(D) || M'(D + x))``), any real ``a > 1``, ``s = a - 1``: the
-divergence is ``log E_mu0[(1 + u)^{-s}] / s`` with ``u = q (r - 1) >= -q``. Taylor's
-theorem at 0 with the Lagrange remainder: ``(1 + u)^{-s} <= 1 - s u + s (s+1) u^2 / 2 +
-R`` where ``R <= 0`` for ``u >= 0`` and ``R <= s (s+1) (s+2) (1 - q)^{-s-3} |u|^3 / 6`` for
-``u in [-q, 0)``, where also ``|u|^3 <= q u^2``. Since ``E_mu0[u] = 0`` (finite
+divergence is ``log E_mu0[f(u)] / s`` with ``f(u) = (1 + u)^{-s}`` and ``u = q (r - 1)
+>= -q``. By Taylor's formula with integral remainder, ``(f(u) - 1 + s u) / u^2 =
+int_0^1 (1 - t) f''(t u) dt``, which decreases in ``u`` because ``f''`` does; so on
+``u >= -q`` it is at most its value at ``-q``, ``c = ((1 - q)^{-s} - 1 - s q) / q^2``
+(the smallest quadratic majorant of ``f`` there). Since ``E_mu0[u] = 0`` (finite
 ``D_2`` implies ``mu1 << mu0``) and ``E_mu0[u^2] = q^2 (e^{D_2(mu1 || mu0)} - 1) <=
 q^2 (e^{2 rho} - 1)``::
 
-    B_a <= 1 + q^2 (e^{2 rho} - 1) s (s + 1) / 2 * (1 + (s + 2) q (1 - q)^{-s-3} / 3).
+    B_a <= 1 + ((1 - q)^{-s} - 1 - s q) (e^{2 rho} - 1).
 
 The RDP epsilon of order ``a`` is at most ``max(log A_a, log B_a) / (a - 1)``, and at
 most ``rho a`` (subsampling never hurts: joint quasi-convexity of Renyi divergence).
@@ -51,15 +52,44 @@ __all__ = ["poisson_subsampled_zcdp_rdp_curve"]
 _REL = 1e-13
 
 
+def _binomial_excess(q: float, s: float) -> float:
+    """``(1 - q)^{-s} - 1 - s q`` for 0 < q < 1 and s > 0, rounded up (may be inf).
+
+    The negative binomial series ``sum_{k >= 2} s (s+1) ... (s+k-1) / k! q^k`` has
+    positive terms, so it keeps full relative precision when ``q`` is small (the closed
+    form cancels there). The ratio of consecutive terms, ``(s + k) q / (k + 1)``, moves
+    monotonically towards ``q`` as ``k`` grows, so the terms after the current one
+    ``t`` add up to at most ``t / (1 - max(ratio, q))``; the sum stops once that is below
+    1e-17 of the total, and it is added.
+    """
+    log_direct = -s * math.log1p(-q)
+    if log_direct > 700.0:
+        return math.inf
+    if s * q > 30.0:  # (1 - q)^{-s} > e^30: the closed form does not cancel
+        return inflate(math.expm1(log_direct) - s * q, _REL)
+    term = s * (s + 1.0) / 2.0 * q * q
+    total = 0.0
+    k = 2
+    while True:
+        total += term
+        ratio = (s + k) * q / (k + 1)
+        term *= ratio
+        k += 1
+        if ratio < 1.0:
+            tail = term / (1.0 - max(ratio, q))
+            if tail <= 1e-17 * total:
+                break
+        if k > 100_000:  # only for q close to 1; the closed form is then accurate
+            return inflate(math.expm1(log_direct) - s * q, 1e-9)
+    # Positive terms: relative rounding error below k ulps; the tail bound is added.
+    return inflate(total + tail, 1e-14 + k * 2.3e-16)
+
+
 def _addition_log_b(q: float, rho: float, order: float) -> float:
     """Upper bound on ``log B_a`` (module docstring), rounded up; may be inf."""
     s = order - 1.0
     w = math.expm1(2.0 * rho) if rho < 350.0 else math.inf
-    try:
-        grow = math.exp(-(s + 3.0) * math.log1p(-q))  # (1 - q)^(-s-3)
-    except OverflowError:
-        return math.inf
-    inner = q * q * w * (s * (s + 1.0) / 2.0) * (1.0 + (s + 2.0) * q * grow / 3.0)
+    inner = _binomial_excess(q, s) * inflate(w, _REL)
     if math.isinf(inner) or math.isnan(inner):
         return math.inf
     return inflate(math.log1p(inflate(inner, _REL)), _REL)
