@@ -223,6 +223,13 @@ def test_bad_mechanisms() -> None:
         never_fail(lambda data, rng: data, **GOOD, guarantee=dp.ZCDP(0.5))  # type: ignore[arg-type]
     with pytest.raises(dp.InvalidParameter, match="'base_guarantee'"):
         absorb_failure(dp.ZCDP(0.5), failure_probability=0.1)  # type: ignore[arg-type]
+    laplace = dp.Laplace.calibrate(epsilon=1.0)
+    with pytest.raises(dp.InvalidParameter, match="do not declare"):
+        never_fail(laplace, **GOOD, guarantee=dp.PureDP(0.5))
+    assert never_fail(laplace, **GOOD, guarantee=dp.PureDP(1.0)).base_guarantee == dp.PureDP(1.0)
+    gaussian = dp.Gaussian.calibrate(epsilon=1.0, delta=1e-6)
+    wrapped = never_fail(gaussian, **{**GOOD, "failure_probability": 1e-9})
+    assert wrapped.base_guarantee == gaussian.guarantee
 
 
 def test_raising_parts_become_charged_failures() -> None:

@@ -60,7 +60,16 @@ def as_base(
 ) -> tuple[BaseFunction, PureDP | ApproxDP]:
     """The base mechanism as ``function(data, rng)`` and its guarantee (validated)."""
     if isinstance(mechanism, Mechanism):
-        declared = mechanism.guarantee if guarantee is None else guarantee
+        own = mechanism.guarantee
+        if guarantee is not None and isinstance(own, PureDP | ApproxDP) and guarantee != own:
+            # A dpkit mechanism states its own (epsilon, delta); a different declaration
+            # is a mistake (and an understated one would be a privacy bug).
+            raise InvalidParameter(
+                f"{owner}: the mechanism's guarantee is {own!r}; do not declare "
+                f"guarantee={guarantee!r} for it (guarantee= is for callables, or to state "
+                "an (epsilon, delta) guarantee of a zCDP mechanism)."
+            )
+        declared = own if guarantee is None else guarantee
         base = mechanism
 
         def function(data: Any, rng: Random) -> Any:
