@@ -44,7 +44,7 @@ import math
 from collections.abc import Sequence
 
 from dpkit.accounting._math.rdp import _MAX_TERMS, _log_a_int_many
-from dpkit.accounting._math.rounding import down, inflate, up
+from dpkit.accounting._math.rounding import down, inflate, product_up, up
 
 __all__ = ["poisson_subsampled_zcdp_rdp_curve"]
 
@@ -118,7 +118,7 @@ def poisson_subsampled_zcdp_rdp_curve(
     [0.000174, 0.000894]
     """
     q = sampling_probability
-    plain = [up(rho * a, 2) for a in orders]
+    plain = [product_up(rho, a) for a in orders]  # rho * a exactly, rounded up
     if q == 0.0 or rho == 0.0:
         return tuple(0.0 for _ in orders)
     if q == 1.0:
