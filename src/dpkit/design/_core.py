@@ -1,0 +1,144 @@
+"""Shared steps of every design: validation, the two LPs, the exact re-check."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, replace
+from fractions import Fraction
+
+import numpy as np
+import numpy.typing as npt
+
+from dpkit import _validation as check
+from dpkit.design import _exact, _lp
+from dpkit.design._losses import Loss, check_unimodal
+from dpkit.errors import InvalidParameter, WeakGuaranteeWarning
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+#: The upper-bound LP is solved for delta (1 - 1e-6): the quantisation of the masses
+#: to multiples of 2^-60 and the solver's 1e-10 feasibility tolerance then stay inside
+#: the target when re-checked exactly.
+_DELTA_MARGIN = 1e-6
+_REPAIRS = 3
+
+
+@dataclass(frozen=True)
+class Grid:
+    """Validated grid parameters: intervals of width ``beta``, ``k = sensitivity / beta``,
+    noise support ``[-half beta, half beta)``."""
+
+    epsilon: float
+    delta: float
+    sensitivity: float
+    beta: float
+    shifts: int
+    half: int
+
+
+def check_grid(
+    epsilon: object,
+    delta: object,
+    sensitivity: object,
+    granularity: object,
+    support: object,
+    owner: str,
+) -> Grid:
+    """Validate the privacy target and the discretisation (before anything is solved)."""
+    eps = check.check_epsilon(epsilon, owner)
+    dlt = check.check_delta(delta, owner)
+    if dlt == 0.0:
+        raise InvalidParameter(
+            f"The 'delta' parameter of {owner} must be a float in (0, 1): noise with a "
+            f"bounded support is never pure epsilon-DP. Got 0.0 instead. (dpkit.design."
+            f"noise_lower_bound accepts delta=0; the staircase mechanism is the known "
+            f"optimum there.)"
+        )
+    sens = check.check_positive(sensitivity, "sensitivity", owner)
+    beta = check.check_positive(granularity, "granularity", owner)
+    width = check.check_positive(support, "support", owner)
+    shifts = round(sens / beta)
+    if shifts < 1 or abs(shifts * beta - sens) > 1e-9 * sens:
+        raise InvalidParameter.for_parameter(
+            "granularity",
+            owner,
+            f"the sensitivity ({sens!r}) divided by a whole number",
+            granularity,
+        )
+    half = math.ceil(width / beta - 1e-9)
+    if half < shifts:
+        raise InvalidParameter.for_parameter(
+            "support", owner, f"at least the sensitivity ({sens!r})", support
+        )
+    return Grid(eps, dlt, sens, beta, shifts, half)
+
+
+def check_memory(max_memory: object, owner: str) -> int:
+    """``None``: half of this machine's memory."""
+    if max_memory is None:
+        return _lp.available_memory() // 2
+    return check.check_count(max_memory, "max_memory", owner)
+
+
+def interval_costs(
+    loss: Loss, lo: int, hi: int, beta: float, owner: str
+) -> tuple[FloatArray, FloatArray]:
+    """Average and infimum of the loss on the intervals ``lo .. hi - 1``."""
+    edges = np.arange(lo, hi + 1, dtype=np.float64) * beta
+    check_unimodal(loss, edges, owner)
+    return loss.average(edges[:-1], edges[1:]), loss.infimum(edges[:-1], edges[1:])
+
+
+def exact_delta(
+    counts: list[IntArray], pairs: list[tuple[int, int, int]], epsilon: float
+) -> Fraction:
+    """The largest exact hockey-stick divergence over the pair constraints."""
+    bound = _exact.exp_lower(epsilon)
+    worst = Fraction(0)
+    for d, e, j in pairs:
+        worst = max(worst, _exact.hockey_stick(counts[d], counts[e], j, bound))
+    return worst
+
+
+def solve_verified(
+    problem: _lp.Problem, *, epsilon: float, max_memory: int, owner: str
+) -> tuple[list[IntArray], Fraction]:
+    """Solve the upper-bound LP, quantise, re-check exactly; tighten and re-solve if needed.
+
+    Returns the exact masses of each distribution and their exact worst divergence.
+    If three tightened solves still exceed the target, the divergence actually achieved
+    is returned (the caller states it as the guarantee and warns).
+    """
+    target = problem.delta
+    solved_for = target * (1.0 - _DELTA_MARGIN)
+    for _ in range(_REPAIRS):
+        solution = _lp.solve(replace(problem, delta=solved_for), max_memory=max_memory, owner=owner)
+        counts = [_exact.quantize(row) for row in solution.masses]
+        achieved = exact_delta(counts, problem.pairs, epsilon)
+        if achieved <= target:
+            return counts, achieved
+        solved_for -= 2.0 * (float(achieved) - solved_for)
+        if solved_for <= 0.0:
+            break
+    return counts, achieved
+
+
+def stated_delta(target: float, achieved: Fraction, owner: str) -> float:
+    """The delta a design states: the target, or (after a failed repair) what it achieves."""
+    if achieved <= target:
+        return target
+    delta = _exact.round_up(achieved)
+    warnings.warn(
+        f"{owner}: after rounding, the solver's distribution reaches delta={delta!r}, above "
+        f"the target {target!r}; the design states delta={delta!r}.",
+        WeakGuaranteeWarning,
+        stacklevel=3,
+    )
+    return delta
+
+
+def lower_bound_value(objective: float) -> float:
+    """The LP optimum less the solver's tolerance (a lower bound must not overshoot)."""
+    return max(0.0, objective - 1e-8 * max(1.0, abs(objective)))
