@@ -84,6 +84,13 @@ from dpkit.accounting.subsampling import (
     noise_ratio_lower_bound,
     plot_noise_ratio,
 )
+from dpkit.accounting.tradeoff import (
+    approx_dp_tradeoff,
+    gaussian_tradeoff,
+    gdp_mu,
+    max_true_positive_rate,
+    tradeoff_curve,
+)
 
 __all__ = [
     "DEFAULT_ORDERS",
@@ -136,6 +143,7 @@ __all__ = [
     "amplified_delta",
     "amplified_epsilon",
     "amplify",
+    "approx_dp_tradeoff",
     "calibrate",
     "compose_pure_via_zcdp",
     "discrete_gaussian_delta",
@@ -151,12 +159,16 @@ __all__ = [
     "gaussian_rho",
     "gaussian_sigma_analytic",
     "gaussian_sigma_classic",
+    "gaussian_tradeoff",
+    "gdp_mu",
     "laplace_rdp",
+    "max_true_positive_rate",
     "noise_ratio",
     "noise_ratio_lower_bound",
     "optimal_composition",
     "plot_noise_ratio",
     "privacy_filter",
     "pure_epsilon",
+    "tradeoff_curve",
     "zcdp_rho",
 ]

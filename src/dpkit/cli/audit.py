@@ -6,7 +6,8 @@ command prints the audited lower bound on epsilon with its confidence and a verd
 ``REFUTED`` (exit code 1) when the bound exceeds the claimed epsilon, otherwise
 ``not refuted`` (exit code 0) -- an audit never certifies privacy. Errors exit with 2.
 ``--plot PATH`` also writes a PNG of the two output histograms with the test region the
-audit chose shaded (needs Matplotlib: ``pip install 'dpkit[plot]'``).
+audit chose shaded, and of the test's error rates against the trade-off curve of the
+claimed guarantee (needs Matplotlib: ``pip install 'dpkit[plot]'``).
 """
 
 from __future__ import annotations
@@ -125,8 +126,46 @@ def _shade_region(
             labelled, start = True, None
 
 
+def _draw_tradeoff(ax: Axes, result: AuditResult, claimed_epsilon: float | None) -> None:
+    """The hypothesis-testing view: the audit's test against trade-off curves.
+
+    An ``(eps, delta)``-DP mechanism admits no test with false-negative rate below
+    ``f_{eps,delta}(false-positive rate)`` (Dong, Roth & Su 2022, Prop. 2.5). The
+    audit's test is drawn at its observed rates and at their Clopper-Pearson upper
+    bounds; the corner below the claimed curve is what refutes the claim.
+    """
+    from dpkit.accounting.tradeoff import approx_dp_tradeoff
+
+    alphas = np.linspace(0.0, 1.0, 401)
+    if claimed_epsilon is not None:
+        claimed = approx_dp_tradeoff(alphas, epsilon=claimed_epsilon, delta=result.delta)
+        ax.plot(alphas, claimed, color="black", label=f"claimed ({claimed_epsilon:g}, "
+                f"{result.delta:g})-DP")  # fmt: skip
+    bound = result.epsilon_lower_bound
+    if math.isfinite(bound) and bound > 0:
+        audited = approx_dp_tradeoff(alphas, epsilon=bound, delta=result.delta)
+        ax.plot(alphas, audited, color="#e15759", linestyle="--",
+                label=f"audited lower bound ({bound:.3g}, {result.delta:g})")  # fmt: skip
+    fpr = result.false_positives / max(result.negatives, 1)
+    fnr = result.false_negatives / max(result.positives, 1)
+    ax.plot([fpr], [fnr], "o", color="#4e79a7", label="the audit's test (observed)")
+    ax.plot([result.fpr_upper], [result.fnr_upper], "s", color="#4e79a7", fillstyle="none",
+            label=f"its {result.confidence:.0%} upper bounds")  # fmt: skip
+    ax.plot([fpr, result.fpr_upper], [fnr, result.fnr_upper], color="#4e79a7", linewidth=0.8)
+    ax.set_xlim(0.0, 1.0)
+    ax.set_ylim(0.0, 1.0)
+    ax.set_aspect("equal")
+    ax.set_xlabel("false-positive rate (type I error)")
+    ax.set_ylabel("false-negative rate (type II error)")
+    ax.set_title("hypothesis-testing view (f-DP)")
+    ax.legend(loc="upper right", fontsize=7.5)
+
+
 def plot_audit(result: AuditResult, path: Path, *, claimed_epsilon: float | None = None) -> None:
     """Write a PNG: the histograms of M(x) and M(x') and the audit's test region.
+
+    A second panel shows the same test in the hypothesis-testing plane against the
+    trade-off curve of the claimed ``(epsilon, delta)`` (and of the audited bound).
 
     Needs ``result.outputs`` (``audit(..., keep_outputs=True)``). Scalar outputs are
     drawn on their own axis; vector outputs on the axis of the attack's score. A bin
@@ -167,8 +206,9 @@ def plot_audit(result: AuditResult, path: Path, *, claimed_epsilon: float | None
     totals = np.histogram(pooled, edges)[0]
     says = "x" if result.positive == "x" else "x'"
     with matplotlib.rc_context({"font.size": 9.0}):
-        fig = Figure(figsize=(7.0, 4.2), layout="constrained")
-        ax = fig.subplots()
+        fig = Figure(figsize=(11.0, 4.4), layout="constrained")
+        ax, plane = fig.subplots(1, 2, width_ratios=(1.6, 1.0))
+        _draw_tradeoff(plane, result, claimed_epsilon)
         _shade_region(ax, edges, members * 2 > totals, f"test region (says {says})")
         ax.stairs(
             np.histogram(vx, edges)[0] / vx.size,

@@ -1,0 +1,205 @@
+"""f-DP: privacy as hypothesis testing (trade-off curves, Gaussian DP).
+
+An adversary who sees a mechanism's output tests ``H0: the input was D`` against
+``H1: it was D'``. A mechanism is ``f``-DP when every such test with type I error
+(false-positive rate) ``alpha`` has type II error (false-negative rate) at least
+``f(alpha)`` (Dong, Roth & Su 2022, Def. 2.3): its power ``1 - f(alpha)`` is the
+largest true-positive rate any membership-inference attack can reach at that FPR.
+
+- ``(eps, delta)``-DP is exactly ``f``-DP with ``f_{eps,delta}(alpha) =
+  max(0, 1 - delta - e^eps alpha, e^{-eps} (1 - delta - alpha))`` (DRS22, Prop. 2.5;
+  Wasserman & Zhou 2010), and a mechanism that is ``(eps, delta(eps))``-DP for every
+  ``eps`` in a set is ``f``-DP with the pointwise maximum of those curves (each
+  statement alone holds, so their conjunction does). :func:`tradeoff_curve` applies
+  this to an accountant's privacy profile: since the accountant's deltas are upper
+  bounds and only finitely many eps are used, the curve is a *lower* bound on the true
+  trade-off function, the safe side (it overstates the adversary's power).
+- ``mu``-Gaussian DP (GDP): ``G_mu(alpha) = Phi(Phi^{-1}(1 - alpha) - mu)``, the
+  trade-off of ``N(0, 1)`` against ``N(mu, 1)`` (DRS22, Def. 2.7). The Gaussian
+  mechanism with noise multiplier ``sigma`` is exactly ``1/sigma``-GDP and ``k`` runs
+  compose to ``sqrt(k)/sigma`` (DRS22, Thm 2.7, Cor. 3.3). :func:`gdp_mu` states it;
+  the central-limit "GDP accountant" for subsampled steps (DRS22, Thm 3.6) is an
+  approximation, not a bound, and dpkit does not offer it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from dpkit import _validation as check
+from dpkit.accounting.accountant import Accountant
+from dpkit.errors import InvalidParameter
+
+__all__ = [
+    "approx_dp_tradeoff",
+    "gaussian_tradeoff",
+    "gdp_mu",
+    "max_true_positive_rate",
+    "tradeoff_curve",
+]
+
+FloatArray = npt.NDArray[np.float64]
+
+# Float error of the curves below is a few ulp of values in [0, 1]; we lower every
+# curve by this much (a lower trade-off curve is the safe side).
+_GUARD = 1e-12
+
+
+def _alphas(alpha: float | Sequence[float] | FloatArray, owner: str) -> FloatArray:
+    values = np.atleast_1d(np.asarray(alpha, dtype=np.float64))
+    if values.ndim != 1 or values.size == 0:
+        raise InvalidParameter.for_parameter("alpha", owner, "a non-empty 1-d array", alpha)
+    bad = ~np.isfinite(values) | (values < 0.0) | (values > 1.0)
+    if bad.any():
+        first = float(values[np.flatnonzero(bad)[0]])
+        raise InvalidParameter.for_parameter("alpha", owner, "values in [0, 1]", first)
+    return values
+
+
+def _hinge(epsilon: FloatArray, delta: FloatArray, alphas: FloatArray) -> FloatArray:
+    """``max_i f_{eps_i, delta_i}(alpha)`` for every alpha (rows: alphas)."""
+    eps = epsilon[np.newaxis, :]
+    rest = (1.0 - delta)[np.newaxis, :]
+    a = alphas[:, np.newaxis]
+    with np.errstate(over="ignore", invalid="ignore"):
+        first = rest - np.exp(eps) * a
+        second = np.exp(-eps) * (rest - a)
+    best = np.max(np.maximum(first, second), axis=1, initial=0.0)
+    lowered: FloatArray = np.maximum(best - _GUARD, 0.0)
+    return lowered
+
+
+def approx_dp_tradeoff(
+    alpha: float | Sequence[float] | FloatArray, *, epsilon: float, delta: float
+) -> FloatArray:
+    """The trade-off curve of ``(epsilon, delta)``-DP at type I errors ``alpha``.
+
+    ``f(alpha) = max(0, 1 - delta - e^eps alpha, e^{-eps} (1 - delta - alpha))``
+    (Dong, Roth & Su 2022, Prop. 2.5): a mechanism is (epsilon, delta)-DP exactly when
+    no test has type II error below this at type I error ``alpha``. Lowered by 1e-12
+    against float error (a lower curve is the safe side).
+
+    Examples
+    --------
+    >>> float(approx_dp_tradeoff(0.1, epsilon=1.0, delta=0.0)[0]).__round__(4)
+    0.7282
+    """
+    owner = "approx_dp_tradeoff"
+    eps = check.check_nonnegative(epsilon, "epsilon", owner)
+    dlt = check.check_delta(delta, owner)
+    alphas = _alphas(alpha, owner)
+    return _hinge(np.array([eps]), np.array([dlt]), alphas)
+
+
+def gaussian_tradeoff(alpha: float | Sequence[float] | FloatArray, *, mu: float) -> FloatArray:
+    """``G_mu(alpha) = Phi(Phi^{-1}(1 - alpha) - mu)``: the ``mu``-GDP trade-off curve.
+
+    Dong, Roth & Su 2022, Def. 2.7. Lowered by 1e-12 (the safe side).
+
+    Examples
+    --------
+    >>> round(float(gaussian_tradeoff(0.05, mu=1.0)[0]), 4)
+    0.7405
+    """
+    owner = "gaussian_tradeoff"
+    m = check.check_nonnegative(mu, "mu", owner)
+    alphas = _alphas(alpha, owner)
+    from scipy import special  # deferred: SciPy is slow to import
+
+    # Phi^{-1}(1 - alpha) = -Phi^{-1}(alpha), exact for small alpha.
+    values = special.ndtr(-special.ndtri(alphas) - m)
+    return np.asarray(np.maximum(values - _GUARD, 0.0), dtype=np.float64)
+
+
+def gdp_mu(*, noise_multiplier: float, count: int = 1) -> float:
+    """``mu`` of ``count`` runs of the Gaussian mechanism: exactly ``sqrt(count) / sigma``.
+
+    Dong, Roth & Su 2022, Thm 2.7 (one run) and Cor. 3.3 (composition: ``mu`` adds in
+    quadrature). Rounded up (a larger mu is the safe side).
+
+    Examples
+    --------
+    >>> gdp_mu(noise_multiplier=2.0, count=4)
+    1.0000000000000002
+    """
+    owner = "gdp_mu"
+    sigma = check.check_positive(noise_multiplier, "noise_multiplier", owner)
+    k = check.check_count(count, "count", owner)
+    mu = math.sqrt(k) / sigma
+    return math.nextafter(mu, math.inf) if mu > 0 else mu
+
+
+def _epsilon_grid(accountant: Accountant, points: int) -> FloatArray:
+    """Epsilons from 0 to where the accountant's delta is negligible (1e-12)."""
+    top = accountant.get_epsilon(1e-12)
+    if not math.isfinite(top) or top <= 0.0:
+        top = max(1.0, accountant.get_epsilon(1e-6) * 2.0)
+    return np.linspace(0.0, top, points)
+
+
+def tradeoff_curve(
+    accountant: Accountant,
+    alpha: float | Sequence[float] | FloatArray,
+    *,
+    epsilons: Sequence[float] | FloatArray | None = None,
+) -> FloatArray:
+    """A lower bound on the trade-off function of what ``accountant`` has composed.
+
+    The maximum over ``epsilons`` (default: 400 points from 0 to the epsilon at delta
+    1e-12) of ``f_{eps, delta(eps)}`` with ``delta(eps) = accountant.get_delta(eps)``.
+    Privacy guarantee: every membership test on the composed mechanisms with type I
+    error ``alpha`` has type II error at least the returned value (Dong, Roth & Su
+    2022, Prop. 2.5 applied at each eps). Tight when the grid is fine and the
+    accountant is (the PLD accountant's profile determines the exact curve of a
+    symmetric pair).
+
+    Examples
+    --------
+    >>> from dpkit.accounting import GaussianEvent
+    >>> from dpkit.accounting.pld import PLDAccountant
+    >>> accountant = PLDAccountant().compose(GaussianEvent(1.0))
+    >>> lower = tradeoff_curve(accountant, [0.01, 0.1])
+    >>> bool(np.all(lower <= gaussian_tradeoff([0.01, 0.1], mu=1.0)))
+    True
+    """
+    owner = "tradeoff_curve"
+    if not isinstance(accountant, Accountant):
+        raise InvalidParameter.for_parameter("accountant", owner, "an Accountant", accountant)
+    alphas = _alphas(alpha, owner)
+    if epsilons is None:
+        grid = _epsilon_grid(accountant, 400)
+    else:
+        grid = np.asarray(epsilons, dtype=np.float64)
+        if grid.ndim != 1 or grid.size == 0 or not np.all(np.isfinite(grid) & (grid >= 0)):
+            raise InvalidParameter.for_parameter(
+                "epsilons", owner, "a non-empty 1-d array of finite values >= 0", epsilons
+            )
+    deltas = np.array([min(1.0, accountant.get_delta(float(e))) for e in grid])
+    return _hinge(grid, deltas, alphas)
+
+
+def max_true_positive_rate(
+    accountant: Accountant,
+    false_positive_rate: float | Sequence[float] | FloatArray,
+    *,
+    epsilons: Sequence[float] | FloatArray | None = None,
+) -> FloatArray:
+    """The largest TPR any membership-inference attack can reach at a given FPR.
+
+    ``1 - f(FPR)`` with ``f`` from :func:`tradeoff_curve`: an upper bound on the
+    attack's power (the safe side), e.g. for reporting "TPR at 0.1% FPR".
+
+    Examples
+    --------
+    >>> from dpkit.accounting import GaussianEvent
+    >>> from dpkit.accounting.pld import PLDAccountant
+    >>> tpr = max_true_positive_rate(PLDAccountant().compose(GaussianEvent(2.0)), 0.001)
+    >>> round(float(tpr[0]), 4)
+    0.0048
+    """
+    curve = tradeoff_curve(accountant, false_positive_rate, epsilons=epsilons)
+    return np.asarray(1.0 - curve, dtype=np.float64)
