@@ -36,9 +36,9 @@ from typing import Any
 from dpkit import _validation as check
 from dpkit import noise
 from dpkit.accounting._math.rounding import sum_up, up
-from dpkit.accounting.events import Event, PureEvent
+from dpkit.accounting.events import Event, PureEvent, pure_epsilon
 from dpkit.accounting.guarantees import PureDP
-from dpkit.errors import CandidateFailed, InvalidParameter
+from dpkit.errors import CandidateFailed, InternalError, InvalidParameter
 from dpkit.mechanisms._base import Release, failure_probability
 from dpkit.mechanisms.laplace import Laplace
 from dpkit.random import Random, RandomLike, as_random
@@ -53,6 +53,7 @@ from dpkit.reliability._base import (
     evaluate_loss,
 )
 from dpkit.reliability.guarantees import base_parameters
+from dpkit.selection import Candidate, thresholding, thresholding_event
 
 __all__ = ["ReducedFailure", "ReducedFailurePlan", "reduce_failure"]
 
@@ -89,13 +90,12 @@ def _plan(
     gamma: float,
     cap: int | None,
 ) -> ReducedFailurePlan:
-    from dpkit.selection import thresholding_event
-
     event = thresholding_event(
         PureEvent(sum_up((epsilon, estimate.epsilon))), stop_probability=gamma, max_draws=cap
     )
-    total = event._pure_epsilon()
-    assert total is not None  # a pure candidate's thresholding is pure
+    total = pure_epsilon(event)
+    if total is None:  # thresholding a pure candidate is pure (LT19 Thm 3.1)
+        raise InternalError(f"reduce_failure: {event!r} has no pure-DP epsilon.")
     slack = margin - estimate.granularity
     # r rounded up (exp of a value stepped up), p rounded down: the bound only grows.
     r = up(0.5 * math.exp(up(-slack / estimate.scale, 2)), 2) if slack > 0 else 1.0
@@ -286,8 +286,6 @@ class ReducedFailure:
         :class:`MechanismFailed` when the mechanism or the loss raises (both carry this
         wrapper's event and guarantee).
         """
-        from dpkit.selection import Candidate, thresholding
-
         owner = "ReducedFailure.release"
         random = as_random(rng)
         estimate = self.loss_noise
