@@ -23,7 +23,6 @@ import pytest
 import dpkit as dp
 from dpkit.reliability import absorb_failure, repeat_until_success, truncation
 
-mp.mp.dps = 50
 REL = 1e-12
 
 # (epsilon, delta, beta) -> (eps~, delta~), Theorem 2 (mpmath, 17 digits)
@@ -92,14 +91,15 @@ def test_truncation_table(args: tuple[float, float], expected: float) -> None:
 def _theorem_1_exact(
     epsilon: float, delta: float, eps_z: float, delta_z: float, beta: float, cap: int | None
 ) -> tuple[mp.mpf, mp.mpf]:
-    eps_bar = mp.mpf(epsilon) + mp.mpf(eps_z)
-    delta_bar = mp.mpf(delta) + mp.mpf(delta_z)
-    b = mp.mpf(beta)
-    delta_tilde = delta_bar / (1 - b)
-    eps_tilde = 2 * eps_bar - mp.log(1 - delta_tilde)
-    if cap is not None:
-        delta_tilde += (1 + mp.e**eps_tilde) * b**cap
-    return eps_tilde, delta_tilde
+    with mp.workdps(50):  # local precision: mpmath's global setting is shared
+        eps_bar = mp.mpf(epsilon) + mp.mpf(eps_z)
+        delta_bar = mp.mpf(delta) + mp.mpf(delta_z)
+        b = mp.mpf(beta)
+        delta_tilde = delta_bar / (1 - b)
+        eps_tilde = 2 * eps_bar - mp.log(1 - delta_tilde)
+        if cap is not None:
+            delta_tilde += (1 + mp.e**eps_tilde) * b**cap
+        return +eps_tilde, +delta_tilde
 
 
 GRID = list(
