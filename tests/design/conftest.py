@@ -20,18 +20,25 @@ def exp_below(epsilon: float) -> Fraction:
 
 
 def max_divergence(
-    counts_a: list[int], counts_b: list[int], beta_units: int, epsilon: float, refine: int
+    counts_a: list[int],
+    counts_b: list[int],
+    beta_units: int,
+    epsilon: float,
+    refine: int,
+    shift_range: tuple[int, int] | None = None,
 ) -> Fraction:
     """Largest exact hockey-stick divergence of b-shifted-by-phi from a, over all shifts
     |phi| <= beta_units * beta on a grid ``refine`` times finer than beta (so shifts that
-    are not multiples of beta are checked too). Masses are counts / sum(counts)."""
+    are not multiples of beta are checked too). Masses are counts / sum(counts). ``shift_range``: only these shifts, in units of
+    beta / refine."""
     bound = exp_below(epsilon)
     fine_a = [Fraction(c, refine) for c in counts_a for _ in range(refine)]
     fine_b = [Fraction(c, refine) for c in counts_b for _ in range(refine)]
     total = sum(counts_a)
     worst = Fraction(0)
     n = len(fine_a)
-    for shift in range(-beta_units * refine, beta_units * refine + 1):
+    low, high = shift_range or (-beta_units * refine, beta_units * refine)
+    for shift in range(low, high + 1):
         excess = Fraction(0)
         for i in range(n):
             other = fine_b[i - shift] if 0 <= i - shift < n else Fraction(0)

@@ -84,8 +84,10 @@ def test_designed_noise_beats_the_textbook_noises(l1_design):
 
 def test_l2_and_asymmetric_losses():
     l2 = design_noise(epsilon=1.0, delta=0.2, loss="l2", granularity=0.125, support=5.0)
-    assert l2.lower_bound <= l2.upper_bound < baselines.truncated_laplace_loss(
-        epsilon=1.0, delta=0.2, loss="l2"
+    assert (
+        l2.lower_bound
+        <= l2.upper_bound
+        < baselines.truncated_laplace_loss(epsilon=1.0, delta=0.2, loss="l2")
     )
 
     def asymmetric(x):

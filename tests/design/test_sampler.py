@@ -97,7 +97,9 @@ def test_secure_default_generator(coarse_design):
 def test_expected_loss_matches_draws(l1_design):
     sample = l1_design.sample(20_000, rng=11)
     sd = np.std(np.abs(sample))
-    assert abs(np.mean(np.abs(sample)) - l1_design.expected_loss) < 5.5 * sd / math.sqrt(sample.size)
+    assert abs(np.mean(np.abs(sample)) - l1_design.expected_loss) < 5.5 * sd / math.sqrt(
+        sample.size
+    )
 
 
 def test_large_inputs_are_exact():
