@@ -192,6 +192,15 @@ class Random:
             key = self._key
         return [Random(_derive_key(key, b"spawn", first + i), secure=self.secure) for i in range(n)]
 
+    def __copy__(self) -> Random:
+        # A copy that replayed this stream would release the same noise twice (the
+        # failure a fork causes): copying a generator gives the generator itself, so
+        # scikit-learn's clone() of a model holding one shares its stream instead.
+        return self
+
+    def __deepcopy__(self, memo: dict[int, object]) -> Random:
+        return self
+
     def __repr__(self) -> str:
         return f"Random(secure={self.secure})"
 

@@ -47,6 +47,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from dpkit.data.adult_features import load_adult_features
 from dpkit.data.sessions import (
     WEB_SESSIONS_COLUMNS,
     WEB_SESSIONS_COUNTRY_WEIGHTS,
@@ -69,6 +70,7 @@ __all__ = [
     "WEB_SESSIONS_DEVICES",
     "WEB_SESSIONS_PUBLIC_BOUNDS",
     "load_adult",
+    "load_adult_features",
     "load_web_sessions",
     "make_web_sessions",
     "web_sessions_csv",
