@@ -27,10 +27,10 @@ def max_divergence(
     refine: int,
     shift_range: tuple[int, int] | None = None,
 ) -> Fraction:
-    """Largest exact hockey-stick divergence of b-shifted-by-phi from a, over all shifts
+    """Largest exact hockey-stick divergence of b shifted by phi from a, for all shifts
     |phi| <= beta_units * beta on a grid ``refine`` times finer than beta (so shifts that
-    are not multiples of beta are checked too). Masses are counts / sum(counts). ``shift_range``: only these shifts, in units of
-    beta / refine."""
+    are not multiples of beta are checked too). Masses are counts / sum(counts).
+    ``shift_range``: only these shifts, in units of beta / refine."""
     bound = exp_below(epsilon)
     fine_a = [Fraction(c, refine) for c in counts_a for _ in range(refine)]
     fine_b = [Fraction(c, refine) for c in counts_b for _ in range(refine)]
