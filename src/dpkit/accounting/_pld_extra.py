@@ -13,6 +13,8 @@ Kept apart from ``pld.py`` so that the accountant gains events by two calls:
   ``REPLACE_ONE``), with the noise multiplier over the per-record norm bound ``C``
   (the clipping norm of DP-SGD, as in dp_accounting and Opacus), not over the
   replace-one sensitivity ``2 C``.
+- :class:`TruncatedPoissonSampledGaussianEvent` (add/remove): the mixture of two
+  Poisson-subsampled Gaussians stated in its docstring.
 - :class:`PermuteAndFlipEvent`: ``eps``-DP (McKenna & Sheldon 2020, Thm 1), as binary
   randomized response, the PLD dominating every ``eps``-DP mechanism (Kairouz, Oh &
   Viswanath 2015). Permute-and-flip is not known to be bounded range, so nothing
@@ -23,9 +25,14 @@ from __future__ import annotations
 
 from dpkit.accounting._math.pld.bounded_range import bounded_range_pmf
 from dpkit.accounting._math.pld.discretize import from_interval_cdfs
-from dpkit.accounting._math.pld.mechanisms import randomized_response_pmf
+from dpkit.accounting._math.pld.mechanisms import (
+    GaussianNoise,
+    randomized_response_pmf,
+    sampled_cdfs,
+)
 from dpkit.accounting._math.pld.pmf import LossPmf
 from dpkit.accounting._math.pld.replace_one import replace_one_gaussian_cdfs
+from dpkit.accounting._math.pld.truncated import branch_probabilities, mix_pmfs
 from dpkit.accounting.events import (
     Event,
     ExponentialMechanismEvent,
@@ -33,6 +40,7 @@ from dpkit.accounting.events import (
     PermuteAndFlipEvent,
     PoissonSampledEvent,
 )
+from dpkit.accounting.events.allocation import TruncatedPoissonSampledGaussianEvent
 
 
 def _replace_one_sampled_gaussian(event: Event, relation: str) -> bool:
@@ -50,6 +58,8 @@ def supports_extra(event: Event, relation: str) -> bool:
     """Whether :func:`extra_leaf_pmfs` has a PLD for ``event`` under ``relation``."""
     if _replace_one_sampled_gaussian(event, relation):
         return True
+    if isinstance(event, TruncatedPoissonSampledGaussianEvent):
+        return relation == "add_remove"
     # The selection analyses hold for the relation the event was calibrated for.
     return isinstance(event, ExponentialMechanismEvent | PermuteAndFlipEvent)
 
@@ -63,8 +73,35 @@ def extra_leaf_pmfs(
         assert isinstance(event.event, GaussianEvent)
         cdfs = replace_one_gaussian_cdfs(event.event.noise_multiplier, event.sampling_probability)
         return from_interval_cdfs(cdfs, h, tail_mass), None
+    if isinstance(event, TruncatedPoissonSampledGaussianEvent):
+        return _truncated_pmfs(event, h, tail_mass)
     if isinstance(event, ExponentialMechanismEvent):
         return bounded_range_pmf(event.epsilon, h), None
     if isinstance(event, PermuteAndFlipEvent):
         return randomized_response_pmf(event.epsilon, 2, h), None
     return None
+
+
+def _sampled_gaussian_pmfs(
+    z: float, q: float, h: float, tail_mass: float
+) -> tuple[LossPmf, LossPmf]:
+    noise = GaussianNoise(z)
+    remove = from_interval_cdfs(sampled_cdfs(noise, q, "remove"), h, tail_mass)
+    if q == 1.0:  # one PLD for both orderings
+        return remove, remove
+    return remove, from_interval_cdfs(sampled_cdfs(noise, q, "add"), h, tail_mass)
+
+
+def _truncated_pmfs(
+    event: TruncatedPoissonSampledGaussianEvent, h: float, tail_mass: float
+) -> tuple[LossPmf, LossPmf]:
+    z, q = event.noise_multiplier, event.sampling_probability
+    w_plain, w_truncated, rate = branch_probabilities(q, event.max_batch_size, event.dataset_size)
+    plain = _sampled_gaussian_pmfs(z, q, h, tail_mass)
+    if w_truncated == 0.0:
+        return plain
+    # |g(x) - g(y)| <= 2 C: the Gaussian with half the noise multiplier, at rate r.
+    truncated = _sampled_gaussian_pmfs(z / 2.0, rate, h, tail_mass)
+    remove = mix_pmfs(plain[0], w_plain, truncated[0], w_truncated)
+    add = mix_pmfs(plain[1], w_plain, truncated[1], w_truncated)
+    return remove, add

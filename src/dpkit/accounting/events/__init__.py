@@ -33,6 +33,10 @@ with nested events as dicts; :func:`event_from_dict` rebuilds the event (validat
 """
 
 from dpkit.accounting.events._base import Event, event_from_dict, pure_epsilon, zcdp_rho
+from dpkit.accounting.events.allocation import (
+    MixtureOfGaussiansEvent,
+    TruncatedPoissonSampledGaussianEvent,
+)
 from dpkit.accounting.events.composite import (
     ComposedEvent,
     NoOpEvent,
@@ -66,6 +70,7 @@ __all__ = [
     "ExponentialMechanismEvent",
     "GaussianEvent",
     "LaplaceEvent",
+    "MixtureOfGaussiansEvent",
     "NoOpEvent",
     "PermuteAndFlipEvent",
     "PoissonSampledEvent",
@@ -78,6 +83,7 @@ __all__ = [
     "SingleEpochTreeAggregationEvent",
     "SparseVectorEvent",
     "TruncatedLaplaceEvent",
+    "TruncatedPoissonSampledGaussianEvent",
     "ZCDPEvent",
     "event_from_dict",
     "pure_epsilon",
