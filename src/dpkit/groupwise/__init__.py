@@ -1,3 +1,12 @@
-"""Group-wise privacy: two-stage noise and its numerical analysis."""
+"""Group-wise privacy: two-stage noise and its numerical analysis.
 
-__all__: list[str] = []
+* :class:`TwoStageNoise` -- Algorithm 1 of Pujol & Desfontaines (2023): Gaussian counts,
+  then Gaussian noise of s.d. ``r |X|``. Proven: rho-zCDP (nothing more).
+* :mod:`dpkit.groupwise.analysis` -- its output density (a Gaussian scale mixture) by
+  quadrature, Renyi divergences between neighbouring counts and the per-group
+  "effective rho" curve: numerical evidence, not a guarantee; never used by accounting.
+"""
+
+from dpkit.groupwise.two_stage import TwoStageNoise, two_stage_noise
+
+__all__ = ["TwoStageNoise", "two_stage_noise"]
