@@ -10,7 +10,14 @@ table gives each library's epsilon, the median time per call, and the ratios
 Opacus's ``opacus.accountants.RDPAccountant`` (history ``[(sigma, q, T)]``) is timed
 alongside when importable (it needs PyTorch).
 
-Run: ``python benchmarks/bench_rdp.py`` (~25 s on 2 cores).
+A second table (issue 20) times the newer analyses against dp_accounting where the
+installed version has them: sampling without replacement of the Gaussian (replace-one;
+dp_accounting uses WBK19 Thm 27, dpkit Thm 9), tree aggregation (DP-FTRL,
+replace-with-special), and the Poisson-subsampled discrete Gaussian (dp_accounting
+0.6.0 has no such event; its subsampled *continuous* Gaussian is the reference, which
+newer dp_accounting also reports for the discrete one without a proof).
+
+Run: ``python benchmarks/bench_rdp.py`` (~50 s on 2 cores).
 """
 
 from __future__ import annotations
@@ -22,7 +29,14 @@ import dp_accounting
 from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
 
 from _harness import time_callable
-from dpkit.accounting import GaussianEvent, PoissonSampledEvent
+from dpkit.accounting import (
+    DiscreteGaussianEvent,
+    ExponentialMechanismEvent,
+    GaussianEvent,
+    PoissonSampledEvent,
+    SampledWithoutReplacementEvent,
+    SingleEpochTreeAggregationEvent,
+)
 from dpkit.accounting.rdp import RDPAccountant
 
 Q, SIGMA, DELTA = 0.01, 1.0, 1e-5
@@ -45,6 +59,85 @@ def opacus_epsilon(steps: int) -> float:
     accountant = OpacusRDP()
     accountant.history = [(SIGMA, Q, steps)]
     return float(accountant.get_epsilon(DELTA))
+
+
+def _issue20_cases() -> dict[str, tuple[object, object]]:
+    """name -> (dpkit epsilon callable, dp_accounting epsilon callable or None)."""
+    from dp_accounting import privacy_accountant
+
+    relation = privacy_accountant.NeighboringRelation
+
+    def wor_ours(sigma: float) -> float:
+        step = SampledWithoutReplacementEvent(GaussianEvent(sigma), 256, 60_000)
+        return RDPAccountant(relation="replace").compose(step, count=2340).get_epsilon(DELTA)
+
+    def wor_theirs(sigma: float) -> float:
+        event = dp_accounting.SampledWithoutReplacementDpEvent(
+            60_000, 256, dp_accounting.GaussianDpEvent(sigma)
+        )
+        accountant = rdp_lib.RdpAccountant(neighboring_relation=relation.REPLACE_ONE)
+        return float(accountant.compose(event, 2340).get_epsilon(DELTA))
+
+    def tree_ours() -> float:
+        event = SingleEpochTreeAggregationEvent(8.83, 1600)
+        return RDPAccountant(relation="replace_special").compose(event).get_epsilon(1e-6)
+
+    def tree_theirs() -> float:
+        event = dp_accounting.SingleEpochTreeAggregationDpEvent(8.83, 1600)
+        accountant = rdp_lib.RdpAccountant(neighboring_relation=relation.REPLACE_SPECIAL)
+        return float(accountant.compose(event).get_epsilon(1e-6))
+
+    def dg_ours() -> float:
+        step = PoissonSampledEvent(DiscreteGaussianEvent(10.0, 10), Q)
+        return RDPAccountant().compose(step, count=10_000).get_epsilon(DELTA)
+
+    def em_ours() -> float:
+        return RDPAccountant().compose(ExponentialMechanismEvent(0.1), count=1000).get_epsilon(1e-6)
+
+    return {
+        "WOR Gaussian sigma 1, 256 of 60000, 2340 steps": (
+            lambda: wor_ours(1.0),
+            lambda: wor_theirs(1.0),
+        ),
+        "WOR Gaussian sigma 3, 256 of 60000, 2340 steps": (
+            lambda: wor_ours(3.0),
+            lambda: wor_theirs(3.0),
+        ),
+        "tree aggregation sigma 8.83, 1600 steps (delta 1e-6)": (tree_ours, tree_theirs),
+        "Poisson discrete Gaussian sigma/D 1, q 0.01, 10^4 steps": (
+            dg_ours,
+            lambda: dp_accounting_epsilon(10_000),
+        ),
+        "exponential mechanism eps 0.1, 1000 runs (delta 1e-6)": (em_ours, None),
+    }
+
+
+def issue20_table() -> None:
+    from dpkit.accounting import rdp as rdp_module
+
+    print("\n### Issue 20 analyses\n")
+    print(
+        "| workload | dpkit epsilon | dp_accounting epsilon | ratio "
+        "| dpkit time | dp_accounting time | time ratio |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for name, (ours_fn, theirs_fn) in _issue20_cases().items():
+        ours = ours_fn()
+
+        def run(fn=ours_fn) -> float:
+            rdp_module._leaf_curve.cache_clear()
+            return fn()
+
+        mine = statistics.median(time_callable(run, repeat=3, min_time=0.3))
+        if theirs_fn is None:
+            print(f"| {name} | {ours:.4f} | (no event) | | {mine * 1e3:.1f} ms | | |")
+            continue
+        theirs = theirs_fn()
+        ref = statistics.median(time_callable(theirs_fn, repeat=3, min_time=0.3))
+        print(
+            f"| {name} | {ours:.4f} | {theirs:.4f} | {ours / theirs:.3f} "
+            f"| {mine * 1e3:.1f} ms | {ref * 1e3:.1f} ms | {mine / ref:.2f} |"
+        )
 
 
 def main() -> None:
@@ -91,6 +184,7 @@ def main() -> None:
         print("\n".join(opacus_rows))
     else:
         print("\n(opacus not installed: skipped)")
+    issue20_table()
     print("\n_One process, same workload; ratios below 1 favour dpkit._")
 
 

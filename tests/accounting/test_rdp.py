@@ -347,10 +347,13 @@ def test_sum_pairs_is_nearly_exact() -> None:
 def test_fast_exact_helpers_match_fraction_versions() -> None:
     from dpkit.accounting._math.rdp import _gaussian_rdp_float
     from dpkit.accounting._math.rounding import fraction_up
-    from dpkit.accounting.rdp import _fraction_up
+    from dpkit.accounting.rdp import _in_units, _units_up
 
     for sigma in (0.3, 1.0, 1.1, 7.77, 1e-160):
         for order in DEFAULT_ORDERS[::7]:
             assert _gaussian_rdp_float(sigma, order) == gaussian_rdp(sigma, order)
-    for value in (Fraction(0), Fraction(1, 3), Fraction(10**400), Fraction(7, 10**320)):
-        assert _fraction_up(value) == fraction_up(value)
+    # The accountant's running sums: integers in units of 2^-1074, read out rounded up.
+    for units in (0, 1, 3**700, 10**400 << 1074, 7 * 10**300):
+        assert _units_up(units) == fraction_up(Fraction(units, 1 << 1074))
+    for value in (5e-324, 1e-300, 0.1, 3.7e300):
+        assert _units_up(_in_units(value)) == value

@@ -60,6 +60,7 @@ from dpkit.accounting._math import conversions
 from dpkit.accounting._math.bounded_range import bounded_range_rdp
 from dpkit.accounting._math.laplace import laplace_rdp
 from dpkit.accounting._math.rdp import (
+    _gaussian_rdp_float,
     gaussian_rdp,
     randomized_response_rdp,
     subsampled_gaussian_rdp_curve,
@@ -130,9 +131,10 @@ def _leaf_curve(event: Event, orders: Curve) -> Curve | None:
     if isinstance(event, SampledWithoutReplacementEvent):
         return _without_replacement_curve(event, orders)
     if isinstance(event, SingleEpochTreeAggregationEvent):
-        # Kairouz et al. 2021, App. D: the Gaussian mechanism with squared sensitivity d.
-        d, sigma2 = event.depth, Fraction(event.noise_multiplier) ** 2
-        return tuple(fraction_up(Fraction(a) * d / (2 * sigma2)) for a in orders)
+        # Kairouz et al. 2021, App. D: the Gaussian mechanism with squared sensitivity d
+        # (a d / (2 sigma^2) exactly, rounded up, in integer arithmetic).
+        d, sigma = event.depth, event.noise_multiplier
+        return tuple(_gaussian_rdp_float(sigma, a, d) for a in orders)
     if isinstance(event, ExponentialMechanismEvent):
         # eps-BR (Cesar & Rogers 2021, Sec. 3), eps-DP (Steinke's curve) and zCDP.
         bounded_range = tuple(bounded_range_rdp(event.epsilon, a) for a in orders)
@@ -245,15 +247,26 @@ def event_rdp(event: Event, orders: Sequence[float] = DEFAULT_ORDERS) -> RDP | N
     return accountant.compose(event).guarantee
 
 
-def _fraction_up(value: Fraction) -> float:
-    """:func:`fraction_up` (the smallest float >= ``value``) in integer arithmetic."""
-    numerator, denominator = value.numerator, value.denominator
+# Every finite float is an integer multiple of 2^-1074 (the smallest subnormal), so the
+# running sums are kept exactly as integers in that unit: adding is an integer add.
+_UNIT_BITS = 1074
+_UNIT = 1 << _UNIT_BITS
+
+
+def _in_units(value: float) -> int:
+    """``value`` (finite, >= 0) as an exact integer multiple of 2^-1074."""
+    numerator, denominator = value.as_integer_ratio()  # denominator is a power of two
+    return numerator << (_UNIT_BITS - denominator.bit_length() + 1)
+
+
+def _units_up(total: int) -> float:
+    """The smallest float >= ``total * 2^-1074``, in integer arithmetic."""
     try:
-        result = numerator / denominator  # int / int true division is correctly rounded
+        result = total / _UNIT  # int / int true division is correctly rounded
     except OverflowError:
         return math.inf
     top, bottom = result.as_integer_ratio()
-    if top * denominator < numerator * bottom:  # result < value (denominators > 0)
+    if top * _UNIT < total * bottom:  # result < the exact value
         result = math.nextafter(result, math.inf)
     return result
 
@@ -314,7 +327,7 @@ class RDPAccountant(Accountant):
             )
         self._relation: Relation | None = relation
         self._orders: Curve = RDP._check_orders(orders, "RDPAccountant")
-        self._totals: list[Fraction] = [Fraction(0)] * len(self._orders)
+        self._totals: list[int] = [0] * len(self._orders)  # exact, in units of 2^-1074
         self._infinite: list[bool] = [False] * len(self._orders)
 
     @property
@@ -335,7 +348,7 @@ class RDPAccountant(Accountant):
 
     def _epsilons(self) -> Curve:
         return tuple(
-            math.inf if inf else _fraction_up(total)
+            math.inf if inf else _units_up(total)
             for total, inf in zip(self._totals, self._infinite, strict=True)
         )
 
@@ -355,9 +368,7 @@ class RDPAccountant(Accountant):
             if math.isinf(value):
                 self._infinite[index] = True
             elif value > 0.0:
-                # Exact: a float is the ratio of two integers (faster than Fraction(value)).
-                numerator, denominator = value.as_integer_ratio()
-                self._totals[index] += Fraction(count * numerator, denominator)
+                self._totals[index] += count * _in_units(value)  # exact
 
     def _is_zero(self) -> bool:
         return not any(self._infinite) and not any(self._totals)

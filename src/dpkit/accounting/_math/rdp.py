@@ -647,11 +647,14 @@ def _log_a_int_cached(q: float, sigma: float, order: int, cache: dict[int, float
     return cache[order]
 
 
-def _gaussian_rdp_float(sigma: float, order: float) -> float:
-    """:func:`gaussian_rdp` for floats, in integer arithmetic (the same exact value)."""
+def _gaussian_rdp_float(sigma: float, order: float, squared_sensitivity: int = 1) -> float:
+    """:func:`gaussian_rdp` for floats, in integer arithmetic (the same exact value).
+
+    ``squared_sensitivity`` multiplies the exact value (an integer, e.g. a tree depth).
+    """
     n1, d1 = float(order).as_integer_ratio()
     n2, d2 = float(sigma).as_integer_ratio()
-    num, den = n1 * d2 * d2, 2 * d1 * n2 * n2
+    num, den = n1 * d2 * d2 * squared_sensitivity, 2 * d1 * n2 * n2
     try:
         result = num / den  # int / int true division is correctly rounded
     except OverflowError:
