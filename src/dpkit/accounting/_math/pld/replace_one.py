@@ -33,11 +33,10 @@ import math
 import numpy as np
 
 from dpkit.accounting._math.pld.discretize import CdfPair, CdfValues
+from dpkit.accounting._math.pld.monotone import certified_bracket
 from dpkit.accounting._math.pld.pmf import FloatArray, U
 
 __all__ = ["replace_one_gaussian_cdfs"]
-
-_WIDENINGS = 14
 
 
 def _loss(x: FloatArray, z: float, q: float) -> tuple[FloatArray, FloatArray]:
@@ -83,46 +82,16 @@ def _threshold(e: FloatArray, z: float, q: float) -> FloatArray:
 def _bracket(
     e: FloatArray, de: FloatArray, z: float, q: float
 ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
-    """The threshold ``x``, a bracket ``[x_lo, x_hi]`` holding the exact one, and ``eta``.
-
-    ``x_lo`` is certified by ``L(x_lo) + err <= e - de`` and ``x_hi`` by
-    ``L(x_hi) - err > e + de`` (widening geometrically until both hold); the bracket is
-    padded by the rounding of the CDFs' arguments ``(x +- 1)/z``. ``eta`` bounds
-    ``|L - exact edge|`` over the bracket (``inf`` where no bracket was certified).
-    """
+    """The threshold ``x``, a certified bracket around the exact one, and ``eta``."""
     x = _threshold(e, z, q)
-    finite = np.isfinite(x)
-    xf = np.where(finite, x, 0.0)
-    ef = np.where(finite, e, 0.0)
-    dd = np.where(finite, de, 0.0)
-    step = 4.0 * U * (np.abs(xf) + z * z * (np.abs(ef) + 1.0)) + 1e-300
-    lo_ok = np.zeros(x.shape, dtype=bool)
-    hi_ok = np.zeros(x.shape, dtype=bool)
-    x_lo, x_hi = xf.copy(), xf.copy()
-    loss_lo = np.zeros_like(xf)
-    loss_hi = np.zeros_like(xf)
-    for _ in range(_WIDENINGS):
-        cand_lo = np.where(lo_ok, x_lo, xf - step)
-        cand_hi = np.where(hi_ok, x_hi, xf + step)
-        l_lo, err_lo = _loss(cand_lo, z, q)
-        l_hi, err_hi = _loss(cand_hi, z, q)
-        new_lo = ~lo_ok & (l_lo + err_lo <= ef - dd)
-        new_hi = ~hi_ok & (l_hi - err_hi > ef + dd)
-        x_lo = np.where(new_lo, cand_lo, x_lo)
-        x_hi = np.where(new_hi, cand_hi, x_hi)
-        loss_lo = np.where(new_lo, l_lo - err_lo, loss_lo)
-        loss_hi = np.where(new_hi, l_hi + err_hi, loss_hi)
-        lo_ok |= new_lo
-        hi_ok |= new_hi
-        if bool((lo_ok & hi_ok).all()):
-            break
-        step = step * 16.0
-    ok = lo_ok & hi_ok & finite
-    pad = 8.0 * U * (np.abs(xf) + 1.0)
-    x_lo, x_hi = x_lo - pad - 8.0 * U * np.abs(x_lo), x_hi + pad + 8.0 * U * np.abs(x_hi)
-    eta = np.where(ok, (loss_hi - loss_lo) * (1.0 + 4.0 * U) + 4.0 * U * np.abs(ef), np.inf)
-    eta = np.where(finite, eta, 0.0)  # x = +-inf: the CDFs are exactly 0 and 1
-    return x, np.where(ok, x_lo, -np.inf), np.where(ok, x_hi, np.inf), eta
+    with np.errstate(invalid="ignore"):
+        scale = z * z * (np.abs(np.where(np.isfinite(e), e, 0.0)) + 1.0)
+
+    def loss(points: FloatArray) -> tuple[FloatArray, FloatArray]:
+        return _loss(points, z, q)
+
+    x_lo, x_hi, eta = certified_bracket(e, de, x, loss, scale)
+    return x, x_lo, x_hi, eta
 
 
 def replace_one_gaussian_cdfs(z: float, q: float) -> CdfPair:

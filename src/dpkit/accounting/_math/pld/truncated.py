@@ -48,12 +48,23 @@ def branch_probabilities(q: float, batch: int, size: int) -> tuple[float, float,
     return w_plain, w_truncated, r_up
 
 
+def _allowance(pmf: LossPmf) -> float:
+    """A uniform bound on every float-error allowance ``pmf`` carries.
+
+    ``slack`` holds at every eps; any further (eps-dependent) allowance a ``LossPmf``
+    may carry is at most its cap, so adding the caps gives a bound valid at every eps.
+    """
+    extra = float(getattr(pmf, "tilt_cap", 0.0)) + float(getattr(pmf, "low_slack", 0.0))
+    return (pmf.slack + extra) * (1.0 + 4.0 * U)
+
+
 def mix_pmfs(first: LossPmf, a: float, second: LossPmf, b: float) -> LossPmf:
     """``a first + b second`` on the common grid, with float error added to ``slack``.
 
     Each mass is rounded twice (two products and a sum, relative error below 3u), so
     ``delta`` moves by at most ``3u`` times the total mass; ``4u`` of an upper bound on
-    it is added to ``slack``. The infinity mass is rounded up.
+    it is added to ``slack``, with the inputs' allowances (weighted). The infinity mass
+    is rounded up.
     """
     if first.h != second.h:
         raise ValueError("mix_pmfs needs PLDs on the same grid")  # internal misuse
@@ -63,6 +74,6 @@ def mix_pmfs(first: LossPmf, a: float, second: LossPmf, b: float) -> LossPmf:
     masses[first.offset - lo : first.offset - lo + first.masses.size] += a * first.masses
     masses[second.offset - lo : second.offset - lo + second.masses.size] += b * second.masses
     infinity = (a * first.infinity_mass + b * second.infinity_mass) * (1.0 + 4.0 * U)
-    slack = (a * first.slack + b * second.slack) * (1.0 + 4.0 * U)
+    slack = (a * _allowance(first) + b * _allowance(second)) * (1.0 + 4.0 * U)
     slack += 4.0 * U * mass_upper(masses) * (1.0 + 4.0 * U)
     return LossPmf(first.h, lo, masses, infinity, slack)
