@@ -1,10 +1,12 @@
 """RDP of the exponential mechanism (bounded range) and of permute-and-flip.
 
-The exponential mechanism's curve ``kappa(eps) + (a - 1) eps^2 / 8`` (Cesar & Rogers
-2021) is checked three ways: ``kappa`` against 50-digit mpmath; ``kappa`` is the largest
-KL divergence of an eps-bounded-range pair (the two-valued pairs reach it, so a
-formula off by a few percent fails); the curve is above the exact Renyi divergences of
-two-valued BR pairs and of exponential mechanisms on random score vectors.
+The exponential mechanism's curve, the smaller of ``kappa(eps) + (a - 1) eps^2 / 8``
+(Cesar & Rogers 2021) and the exact worst case over eps-bounded-range pairs (the
+two-valued pair, see dpkit.accounting._math.bounded_range), is checked: ``kappa`` and
+the worst case against 40/50-digit mpmath (an independent maximiser); ``kappa`` is the
+largest KL divergence of two-valued pairs; the curve equals the worst two-valued pair
+on a grid (so it cannot be lowered) and is above the exact divergences of exponential
+mechanisms on random score vectors.
 
 Permute-and-flip keeps the pure-DP curve: dp_accounting's Laplace curve is stated
 without proof. The numerical search below is the evidence we have that it might hold;
@@ -28,7 +30,11 @@ from dpkit.accounting import (
     laplace_rdp,
     zcdp_rho,
 )
-from dpkit.accounting._math.bounded_range import bounded_range_kl, bounded_range_rdp
+from dpkit.accounting._math.bounded_range import (
+    bounded_range_kl,
+    bounded_range_rdp,
+    bounded_range_rdp_exact,
+)
 from dpkit.accounting._math.rounding import product_up
 
 EPSILONS = [1e-9, 1e-5, 0.005, 0.0099, 0.01, 0.3, 1.0, 1.0000001, 2.5, 10.0, 80.0, 1e4]
@@ -90,9 +96,42 @@ def test_curve_is_above_two_valued_pairs(epsilon: float, order: float) -> None:
     )
     curve = RDPAccountant((order,)).compose(ExponentialMechanismEvent(epsilon)).guarantee
     assert curve.epsilons[0] >= worst * (1 - 1e-12)
-    # Power: the accountant's curve is within 26% of this lower bound at these orders,
-    # so a curve 30% too small would be caught.
-    assert 0.7 * curve.epsilons[0] < worst
+    # Tight: the curve is the worst two-valued pair (the grid finds it to 1e-6), so a
+    # curve 30% (or 1e-5) too small would be caught.
+    assert curve.epsilons[0] <= worst * (1 + 1e-6)
+
+
+def _exact_two_valued_max(epsilon: float, order: float) -> mpmath.mpf:
+    """max_p of the two-valued pair's divergence, by mpmath's maximiser (not dpkit's)."""
+    with mpmath.workdps(40):
+        e, a = mpmath.mpf(epsilon), mpmath.mpf(order)
+        c1, c2 = -mpmath.expm1(-e), mpmath.expm1((a - 1) * e)
+
+        def f(p: mpmath.mpf) -> mpmath.mpf:
+            return mpmath.log(1 - p * c1) + mpmath.log(1 + p * c2) / (a - 1)
+
+        # F is concave: golden-section search on [0, 1] to 1e-30.
+        lo, hi = mpmath.mpf(0), mpmath.mpf(1) - mpmath.mpf(10) ** -30
+        ratio = (mpmath.sqrt(5) - 1) / 2
+        for _ in range(160):
+            x1, x2 = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
+            if f(x1) < f(x2):
+                lo = x1
+            else:
+                hi = x2
+        return f((lo + hi) / 2)
+
+
+@pytest.mark.parametrize("epsilon", [1e-3, 0.3, 1.0, 4.0, 30.0])
+@pytest.mark.parametrize("order", [1.01, 1.5, 2.0, 7.5, 100.0, 1e4])
+def test_exact_worst_case_matches_mpmath(epsilon: float, order: float) -> None:
+    exact = _exact_two_valued_max(epsilon, order)
+    got = bounded_range_rdp_exact(epsilon, order)
+    assert got >= exact
+    # The float allowance is 1e-12 of the terms' sizes (about eps): absolute.
+    assert got <= exact * (1 + 1e-9) + 1e-11 * epsilon
+    if order == 2.0:  # closed form 2 log cosh(eps / 2)
+        assert got == pytest.approx(2 * math.log(math.cosh(epsilon / 2)), rel=1e-9)
 
 
 def _exponential_mechanism(scores: np.ndarray, epsilon: float) -> np.ndarray:
@@ -123,8 +162,8 @@ def test_exponential_mechanism_uses_the_smallest_valid_curve() -> None:
     assert rho is not None
     for a, value, p in zip(orders, em, pure, strict=True):
         assert value == min(bounded_range_rdp(1.0, a), p, product_up(rho, a))
-    # Large orders: the pure-DP curve is the smaller one.
-    assert em[-1] == pure[-1]
+    # Even at order 1000 the bounded-range worst case is below the pure-DP curve.
+    assert em[-1] < pure[-1]
 
 
 def _permute_and_flip(scores: list[float], epsilon: float) -> np.ndarray:

@@ -8,8 +8,9 @@ live where they exist):
 * ``test_compute_rdp_exponential_mechanism``: eps = 1, RDP 0.123301561 at order 1
   (assertAlmostEqual, 7 places) and 1.0 at order 1000. dpkit's orders are > 1, so
   order ``1 + 1e-9`` is used (the curve moves by 1.25e-10 there). At order 1000 dpkit
-  reports the tight pure-DP curve, 0.99969, below dp_accounting's ``min(.., eps)``;
-  it must stay above the exact divergence of the worst two-valued bounded-range pair.
+  reports the exact bounded-range worst case, 0.99254, below dp_accounting's
+  ``min(.., eps) = 1``; it must stay above the divergence of every two-valued
+  bounded-range pair.
 * ``test_poisson_sampled_discrete_gaussian_matches_gaussian`` and the ZCDpEvent
   variant: dp_accounting gives the Poisson-subsampled discrete Gaussian (and any zCDP
   event) the subsampled Gaussian's curve, rtol 1e-10, without a proof for the

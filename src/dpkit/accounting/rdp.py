@@ -21,7 +21,8 @@ any event with a pure epsilon                   the tight curve of Steinke 2024,
                                                 :mod:`~dpkit.accounting._math.subsampled_zcdp`)
 ``SampledWithoutReplacementEvent(e, m, n)``     Wang, Balle & Kasiviswanathan 2019, Thm 9 on
                                                 the curve of ``e`` (replace-one)
-``ExponentialMechanismEvent(eps)``              bounded range: ``kappa(eps) + (a-1) eps^2/8``
+``ExponentialMechanismEvent(eps)``              bounded range: the exact worst case (two-
+                                                valued pairs) and ``kappa(eps) + (a-1) eps^2/8``
                                                 (Cesar & Rogers 2021, Sec. 3)
 ``SingleEpochTreeAggregationEvent(s, T)``       ``a d / (2 s^2)``, ``d = ceil(log2(max T + 1))``
                                                 (Kairouz et al. 2021, App. D)
@@ -136,7 +137,8 @@ def _leaf_curve(event: Event, orders: Curve) -> Curve | None:
         d, sigma = event.depth, event.noise_multiplier
         return tuple(_gaussian_rdp_float(sigma, a, d) for a in orders)
     if isinstance(event, ExponentialMechanismEvent):
-        # eps-BR (Cesar & Rogers 2021, Sec. 3), eps-DP (Steinke's curve) and zCDP.
+        # eps-BR (exact worst case; Cesar & Rogers 2021, Sec. 3), eps-DP (Steinke's
+        # curve) and zCDP.
         bounded_range = tuple(bounded_range_rdp(event.epsilon, a) for a in orders)
         return _pointwise_min(
             bounded_range,
