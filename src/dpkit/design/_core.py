@@ -115,11 +115,18 @@ def solve_verified(
     solved_for = target * (1.0 - _DELTA_MARGIN)
     for _ in range(_REPAIRS):
         solution = _lp.solve(replace(problem, delta=solved_for), max_memory=max_memory, owner=owner)
-        counts = [_exact.quantize(row) for row in solution.masses]
+        shaped = [
+            _exact.impose_shape(
+                row, problem.lo, symmetric=problem.symmetric, monotone=problem.monotone
+            )
+            for row in solution.masses
+        ]
+        counts = [_exact.quantize(row, symmetric=problem.symmetric) for row in shaped]
         achieved = exact_delta(counts, problem.pairs, epsilon)
         if achieved <= target:
             return counts, achieved
-        solved_for -= 2.0 * (float(achieved) - solved_for)
+        # aim below the target by twice the overshoot (at least 1e-9 of the target)
+        solved_for -= max(2.0 * (float(achieved) - target), 1e-9 * target)
         if solved_for <= 0.0:
             break
     return counts, achieved

@@ -47,15 +47,44 @@ TOTAL = 1 << MASS_BITS
 _WORD = 64
 
 
-def quantize(masses: FloatArray) -> IntArray:
-    """Integers ``n >= 0`` with ``sum n = 2^60`` and ``n / 2^60`` within ~1e-15 of ``masses``."""
+def quantize(masses: FloatArray, *, symmetric: bool = False) -> IntArray:
+    """Integers ``n >= 0`` with ``sum n = 2^60`` and ``n / 2^60`` within ~1e-15 of ``masses``.
+
+    Equal masses get equal counts and the order of the masses is kept, so a symmetric
+    or monotone shape survives; with ``symmetric`` (masses equal to their reverse)
+    the counts are exactly symmetric too.
+    """
     clipped = np.maximum(np.asarray(masses, dtype=np.float64), 0.0)
     scaled = np.floor(clipped / clipped.sum() * float(TOTAL))
     counts = np.minimum(scaled, float(TOTAL)).astype(np.int64)
     # The floors lose less than one unit each; the largest mass absorbs the difference
-    # (a change of ~N 2^-60, far below the slack the LP target leaves, see design).
-    counts[int(np.argmax(counts))] += TOTAL - int(sum(int(c) for c in counts))
+    # (a change of ~N 2^-60, far below the slack the LP target leaves, see design),
+    # split between it and its mirror image for a symmetric shape (the sum of
+    # symmetric counts is even, and so is the difference).
+    missing = TOTAL - int(sum(int(c) for c in counts))
+    top = int(np.argmax(counts))
+    if symmetric:
+        counts[top] += missing // 2
+        counts[counts.size - 1 - top] += missing - missing // 2
+    else:
+        counts[top] += missing
     return np.asarray(counts, dtype=np.int64)
+
+
+def impose_shape(masses: FloatArray, first: int, *, symmetric: bool, monotone: bool) -> FloatArray:
+    """Make the solver's masses exactly symmetric / monotone (they are, up to its tolerance).
+
+    Intervals ``first, first + 1, ...``; the support must be ``[-h, h)`` for symmetry.
+    The exact privacy re-check runs afterwards on the result.
+    """
+    shaped = np.maximum(np.asarray(masses, dtype=np.float64), 0.0)
+    if symmetric:
+        shaped = (shaped + shaped[::-1]) / 2.0  # float addition commutes: exactly symmetric
+    if monotone:
+        zero = -first  # position of the interval [0, beta)
+        shaped[zero:] = np.minimum.accumulate(shaped[zero:])
+        shaped[:zero] = np.minimum.accumulate(shaped[:zero][::-1])[::-1]
+    return shaped
 
 
 def exp_lower(epsilon: float) -> Fraction:
