@@ -95,3 +95,15 @@ def test_bad_input(kwargs, match):
 def test_infeasible_instance_bound():
     with pytest.raises(dp.errors.InvalidParameter, match="infeasible"):
         design_data_dependent_noise(**SETTING, cells=[0.0, 1.0], max_loss=0.01)
+
+
+def test_plots(uniform_cells, coarse_design):
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ax = coarse_design.plot()
+    assert ax.get_xlabel() == "noise x"
+    ax = uniform_cells.plot()
+    assert len(ax.patches) == 8  # one step curve per cell
+    plt.close("all")
