@@ -21,6 +21,7 @@ Both bounds meet as the grid gets finer and the support wider (Theorem 1).
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import numpy as np
@@ -199,7 +200,9 @@ class NoiseDesign(Mechanism):
 
     def _error(self, confidence: float) -> ErrorBound:
         _, deviation = self._distribution.moments()
+        # grid rounding moves a release by at most half a step; one ulp up for the sum
         half = self._distribution.half_width(confidence) + self._distribution.step / 2
+        half = math.nextafter(half, math.inf)
         return ErrorBound(standard_deviation=deviation, half_width=half, confidence=confidence)
 
     def _check_value(self, value: Any) -> npt.NDArray[np.float64]:
