@@ -15,6 +15,9 @@ Kept apart from ``pld.py`` so that the accountant gains events by two calls:
   replace-one sensitivity ``2 C``.
 - :class:`TruncatedPoissonSampledGaussianEvent` (add/remove): the mixture of two
   Poisson-subsampled Gaussians stated in its docstring.
+- :class:`MixtureOfGaussiansEvent` (add/remove, at most 64 components): both
+  orderings of ``N(0)`` against the mixture
+  (:mod:`dpkit.accounting._math.pld.mixture_gaussian`).
 - :class:`PermuteAndFlipEvent`: ``eps``-DP (McKenna & Sheldon 2020, Thm 1), as binary
   randomized response, the PLD dominating every ``eps``-DP mechanism (Kairouz, Oh &
   Viswanath 2015). Permute-and-flip is not known to be bounded range, so nothing
@@ -30,7 +33,8 @@ from dpkit.accounting._math.pld.mechanisms import (
     randomized_response_pmf,
     sampled_cdfs,
 )
-from dpkit.accounting._math.pld.pmf import LossPmf
+from dpkit.accounting._math.pld.mixture_gaussian import MAX_COMPONENTS, mixture_gaussian_cdfs
+from dpkit.accounting._math.pld.pmf import LossPmf, identity
 from dpkit.accounting._math.pld.replace_one import replace_one_gaussian_cdfs
 from dpkit.accounting._math.pld.truncated import branch_probabilities, mix_pmfs
 from dpkit.accounting.events import (
@@ -40,7 +44,10 @@ from dpkit.accounting.events import (
     PermuteAndFlipEvent,
     PoissonSampledEvent,
 )
-from dpkit.accounting.events.allocation import TruncatedPoissonSampledGaussianEvent
+from dpkit.accounting.events.allocation import (
+    MixtureOfGaussiansEvent,
+    TruncatedPoissonSampledGaussianEvent,
+)
 
 
 def _replace_one_sampled_gaussian(event: Event, relation: str) -> bool:
@@ -60,6 +67,8 @@ def supports_extra(event: Event, relation: str) -> bool:
         return True
     if isinstance(event, TruncatedPoissonSampledGaussianEvent):
         return relation == "add_remove"
+    if isinstance(event, MixtureOfGaussiansEvent):
+        return relation == "add_remove" and len(event.sensitivities) <= MAX_COMPONENTS
     # The selection analyses hold for the relation the event was calibrated for.
     return isinstance(event, ExponentialMechanismEvent | PermuteAndFlipEvent)
 
@@ -75,6 +84,8 @@ def extra_leaf_pmfs(
         return from_interval_cdfs(cdfs, h, tail_mass), None
     if isinstance(event, TruncatedPoissonSampledGaussianEvent):
         return _truncated_pmfs(event, h, tail_mass)
+    if isinstance(event, MixtureOfGaussiansEvent):
+        return _mixture_pmfs(event, h, tail_mass)
     if isinstance(event, ExponentialMechanismEvent):
         return bounded_range_pmf(event.epsilon, h), None
     if isinstance(event, PermuteAndFlipEvent):
@@ -104,4 +115,16 @@ def _truncated_pmfs(
     truncated = _sampled_gaussian_pmfs(z / 2.0, rate, h, tail_mass)
     remove = mix_pmfs(plain[0], w_plain, truncated[0], w_truncated)
     add = mix_pmfs(plain[1], w_plain, truncated[1], w_truncated)
+    return remove, add
+
+
+def _mixture_pmfs(
+    event: MixtureOfGaussiansEvent, h: float, tail_mass: float
+) -> tuple[LossPmf, LossPmf]:
+    shifts, probs = event.sensitivities, event.probabilities
+    if not any(c > 0.0 and p > 0.0 for c, p in zip(shifts, probs, strict=True)):
+        return identity(h), identity(h)  # the two outputs have the same law
+    z = event.noise_multiplier
+    remove = from_interval_cdfs(mixture_gaussian_cdfs(z, shifts, probs, "remove"), h, tail_mass)
+    add = from_interval_cdfs(mixture_gaussian_cdfs(z, shifts, probs, "add"), h, tail_mass)
     return remove, add

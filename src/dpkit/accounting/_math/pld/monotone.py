@@ -27,7 +27,12 @@ _WIDENINGS = 14
 
 
 def certified_bracket(
-    e: FloatArray, de: FloatArray, x: FloatArray, loss: LossWithError, scale: FloatArray
+    e: FloatArray,
+    de: FloatArray,
+    x: FloatArray,
+    loss: LossWithError,
+    scale: FloatArray,
+    floor: float = -np.inf,
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """``[x_lo, x_hi]`` around the approximate threshold ``x``, and ``eta``.
 
@@ -37,8 +42,10 @@ def certified_bracket(
     16-fold until both hold (at most 14 times). The bracket is then padded by
     ``8u (|x| + 1)`` for the rounding of the CDFs' arguments. ``eta`` bounds
     ``|L - exact edge|`` inside the bracket. Where ``x`` is not finite the CDFs are
-    exact (0 or 1): bracket ``[x, x]``, ``eta = 0``. Where no bracket is certified:
-    ``(-inf, inf)`` and ``eta = inf`` (the caller charges the edge in full).
+    exact (0 or 1): bracket ``[x, x]``, ``eta = 0``. ``floor`` is a proven lower bound
+    on ``L`` everywhere: where only the upper end is certified the bracket is
+    ``(-inf, x_hi]`` and ``eta`` is bounded through the floor. Where nothing is
+    certified: ``(-inf, inf)`` and ``eta = inf`` (the caller charges the edge in full).
     """
     finite = np.isfinite(x)
     xf = np.where(finite, x, 0.0)
@@ -66,7 +73,10 @@ def certified_bracket(
         if bool((lo_ok & hi_ok).all()):
             break
         step = step * 16.0
-    ok = lo_ok & hi_ok
+    # Only the upper end certified and L bounded below: (-inf, x_hi] brackets it.
+    floored = hi_ok & ~lo_ok & np.isfinite(floor)
+    loss_lo = np.where(floored, floor, loss_lo)
+    ok = (lo_ok | floored) & hi_ok
     pad = 8.0 * U * (np.abs(xf) + 1.0)
     x_lo = x_lo - pad - 8.0 * U * np.abs(x_lo)
     x_hi = x_hi + pad + 8.0 * U * np.abs(x_hi)
@@ -74,6 +84,7 @@ def certified_bracket(
         spread = (loss_hi - loss_lo) * (1.0 + 4.0 * U) + 4.0 * U * np.abs(ef)
     eta = np.where(ok, spread, np.inf)
     eta = np.where(finite, eta, 0.0)
+    x_lo = np.where(floored, -np.inf, x_lo)
     x_lo = np.where(finite, np.where(ok, x_lo, -np.inf), x)
     x_hi = np.where(finite, np.where(ok, x_hi, np.inf), x)
     return x_lo, x_hi, eta
