@@ -96,7 +96,10 @@ def test_pld_calibration_needs_less_noise_and_refuses_opacus_gdp() -> None:
         sampling_probability=RATE, steps=2250, target_epsilon=8.0, delta=DELTA, accountant="pld"
     )
     assert OPACUS_SIGMA_GDP < sigma < OPACUS_SIGMA_EPOCHS * 0.96
-    _, upper = _prv_interval(sigma, 2250)
-    assert upper <= 8.0 + 0.02  # PRV's own eps_error
+    lower, upper = _prv_interval(sigma, 2250)
+    # PRV's interval around the true eps is up to 2 eps_error wide; dpkit's PLD is now
+    # within 1e-5 of the true eps (PRV at eps_error 0.002: 7.99999), so its upper end
+    # may pass 8.02.
+    assert lower <= 8.0 and upper <= 8.0 + 2 * 0.02
     lower_gdp, _ = _prv_interval(OPACUS_SIGMA_GDP, 2250)
     assert lower_gdp > 8.0  # Opacus's GDP multiplier overshoots the target

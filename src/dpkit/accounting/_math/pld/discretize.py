@@ -34,7 +34,7 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
-from dpkit.accounting._math.pld.pmf import FloatArray, LossPmf, U, mass_lower
+from dpkit.accounting._math.pld.pmf import ErrorProfile, FloatArray, LossPmf, U, mass_lower
 
 __all__ = [
     "CDF_REL",
@@ -42,6 +42,7 @@ __all__ = [
     "CdfPair",
     "CdfValues",
     "TooManyBuckets",
+    "discretization_errors",
     "discretization_slack",
     "from_atoms",
     "from_interval_cdfs",
@@ -151,7 +152,7 @@ def _interval_mass(f: FloatArray, s: FloatArray) -> tuple[FloatArray, FloatArray
     return mass, used
 
 
-def discretization_slack(
+def discretization_errors(
     values: CdfValues,
     used_p: FloatArray,
     used_q: FloatArray,
@@ -159,7 +160,7 @@ def discretization_slack(
     p: FloatArray,
     scaled_q: FloatArray,
     q: FloatArray,
-) -> float:
+) -> tuple[float, FloatArray, FloatArray]:
     """A bound on how much float error in the bucket masses can lower ``delta(eps)``.
 
     Two kinds of error, assuming the CDFs within :data:`CDF_REL` (see there).
@@ -190,29 +191,86 @@ def discretization_slack(
 
     The end masses (first bucket and ``+inf``) and a few u for the final additions are
     added. Rounding the up-share upwards (as the caller does) only raises ``delta``.
+
+    *Where each error acts.* An error in the masses of buckets ``<= j`` changes
+    ``delta(eps)`` only for ``eps < e_j``: interval ``k``'s terms act below ``e_{k+1}``,
+    the edge terms below the bucket above the edge, the telescoping's end and switch
+    terms below their edges' upper neighbours. So the bound is returned *located*:
+    ``delta_true(eps) <= delta_pmf(eps) + base + sum_{e_j > eps} located_j``, with
+    ``base`` for what acts at every eps (the ``+inf`` mass, final roundings). It also
+    returns ``mass_error_j``, a bound on ``|exact - computed|`` of each bucket's mass:
+    ``dp_k`` plus the up-share's error ``(dp_k + e^{e_k} dq_k + r_k e^{e_k} Q_k) /
+    (1 - e^{-h})`` (and its ``8u`` rounding up) for the two buckets of interval
+    ``k``, and ``(W_P + e^{e_k} W_Q) / (1 - e^{-h})`` for each of its two edges
+    (misplaced boundaries), the up-share's error capped at the interval's mass; plus
+    the ``P``-mass ``2 (W_P)`` crossing the edges (generous; it only enters generating
+    sums).
     """
     f_p, s_p, _, _, w_p, w_q, eta = values
-    h = float(edges[1] - edges[0]) if edges.size > 1 else 0.0
+    n = edges.size
+    h = float(edges[1] - edges[0]) if n > 1 else 0.0
+    c = -math.expm1(-h) if n > 1 else 1.0
     dp = CDF_REL * used_p + U * p
     dq = CDF_REL * used_q + U * q
+    located = np.zeros(n)
+    mass_error = np.zeros(n)
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
         # e^{e_k} dq_k, without overflow (dq_k is a few u of P-sized masses).
         scaled_dq = np.exp(edges[:-1] + np.log(dq))
         log_q = np.log(np.where(q > 0.0, q, 1.0))
         r = (2.0 * np.abs(edges[:-1]) + 8.0 * np.abs(log_q) + 32.0) * U
-        c = -math.expm1(-h)
-        per_interval = (1.0 + 3.0 * c) * dp + scaled_dq + r * scaled_q
+        located[1:] += (1.0 + 3.0 * c) * dp + scaled_dq + r * scaled_q
         near = eta <= 0.125 * h
-        per_edge = 8.0 * eta * w_p
+        per_edge = np.where(near, 8.0 * eta * w_p, 0.0)
         far = ~near  # usually none: charge those edges in full
         if far.any():
             full = 6.0 * w_p[far] + 2.0 * np.exp(edges[far] + h + np.log(w_q[far]))
             per_edge[far] = full
-    # The ends (first bucket, +inf) and the telescoping's end and switch terms.
-    ends = CDF_REL * (f_p[0] + s_p[-1] + 4.0) + w_p[0] + w_p[-1] + 2.0 * float(w_p.max())
-    ends *= 1.0 + 4.0 * U
-    total = (float(np.sum(per_interval)) + float(np.sum(per_edge))) * (1.0 + 1e-12)
-    total += ends + 8.0 * U
+        located[1:] += per_edge[1:]
+        located[min(1, n - 1)] += per_edge[0]
+        misplaced = (w_p + np.exp(edges + np.log(w_q))) / c
+        misplaced = np.where(np.isfinite(misplaced), misplaced, np.inf)
+        moved = 2.0 * (w_p[:-1] + w_p[1:])  # P-mass crossing either edge
+        up_error = (dp + scaled_dq + r * scaled_q) / c + 16.0 * U * p
+        up_error += misplaced[:-1] + misplaced[1:]
+        # Exact and computed up-shares both lie in [0, P_k]: they differ by at most
+        # the larger interval mass.
+        up_error = np.minimum(up_error, p + dp + moved)
+        mass_error[:-1] += dp + moved + up_error
+        mass_error[1:] += up_error
+    mass_error[0] += CDF_REL * f_p[0]
+    # The ends and the telescoping's end and switch terms (4 CDF values at most 1):
+    # the first edge, the last one, and the switch from F to S differences.
+    # (_interval_mass switches once, F is non-decreasing and S non-increasing; every
+    # flip of the choice is charged, in case rounding makes it flip more than once.)
+    use_cdf = f_p[1:] <= s_p[:-1]
+    flips = np.flatnonzero(use_cdf[1:] != use_cdf[:-1]) + 1  # edges shared by a flip
+    # The end values enter as F(e_0) and S(e_last), each with relative error CDF_REL.
+    located[min(1, n - 1)] += 2.0 * CDF_REL * f_p[0] + w_p[0]
+    located[n - 1] += CDF_REL * s_p[-1] + w_p[-1]
+    if flips.size:
+        at = np.minimum(flips + 1, n - 1)
+        np.add.at(located, at, CDF_REL * (f_p[flips] + s_p[flips]) + 2.0 * float(w_p.max()))
+    located *= 1.0 + 1e-12
+    # The +inf mass's own error acts at every eps, as do the final additions.
+    base = (CDF_REL * s_p[-1] + 8.0 * U) * (1.0 + 4.0 * U)
+    if not (np.all(np.isfinite(located)) and math.isfinite(base)):
+        return 1.0, np.zeros(n), np.full(n, 1.0)
+    return base, located, mass_error * (1.0 + 1e-12)
+
+
+def discretization_slack(
+    values: CdfValues,
+    used_p: FloatArray,
+    used_q: FloatArray,
+    edges: FloatArray,
+    p: FloatArray,
+    scaled_q: FloatArray,
+    q: FloatArray,
+) -> float:
+    """The whole bound of :func:`discretization_errors` as one constant (every eps)."""
+    base, located, _ = discretization_errors(values, used_p, used_q, edges, p, scaled_q, q)
+    total = base + float(np.sum(located)) * (1.0 + 1e-12)
     return total if math.isfinite(total) else 1.0
 
 
@@ -306,8 +364,16 @@ def from_interval_cdfs(cdfs: CdfPair, h: float, tail_mass: float) -> LossPmf:
     masses[1:] += up_share
     masses[0] += max(0.0, float(f_p[0]))
     infinity = max(0.0, float(s_p[-1]))
-    deficit = 1.0 - mass_lower(masses) - infinity
+    # math.fsum is correctly rounded (relative u), unlike the ~log2(n) u allowance of a
+    # pairwise sum: composed T times, that allowance alone would put ~T 4e-15 at +inf.
+    deficit = 1.0 - math.fsum(masses.tolist()) * (1.0 - 2.0 * U) - infinity
     # Float error in the CDF values can also move mass between neighbouring buckets
     # (not only change the total, which the deficit rule catches): bound its effect.
-    slack = discretization_slack(values, used_p, used_q, edges, p, scaled_q, q)
-    return LossPmf(h, lower, masses, infinity + max(0.0, deficit) + 4.0 * U, slack)
+    base, located, mass_error = discretization_errors(values, used_p, used_q, edges, p, scaled_q, q)
+    slack = base + float(np.sum(located)) * (1.0 + 1e-12)
+    if not math.isfinite(slack):
+        slack, profile = 1.0, None
+    else:
+        profile = ErrorProfile(base, located, mass_error)
+    infinity += max(0.0, deficit) + 4.0 * U
+    return LossPmf(h, lower, masses, infinity, slack, profile=profile)

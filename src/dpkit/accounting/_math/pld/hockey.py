@@ -60,15 +60,14 @@ def _first_below(pmf: LossPmf, target: float, start: int) -> int:
 
 
 def hockey_stick(pmf: LossPmf, epsilon: float, losses: FloatArray | None = None) -> float:
-    """``delta(epsilon)`` of ``pmf`` plus its slack, rounded up (an upper bound).
+    """``delta(epsilon)`` of ``pmf`` plus its float-error allowance, rounded up.
 
     Valid for every real ``epsilon``; the result is capped at 1 only when the pmf's
     own total is at most 1 (it may exceed 1 by pessimistic additions). ``losses`` may
     pass ``pmf.losses`` precomputed.
     """
     finite = inflate(_excess_terms(pmf, epsilon, losses), _SUM_REL)
-    tail = pmf.infinity_mass + pmf.slack
-    total = finite + tail + pmf.tilted_error(epsilon)
+    total = finite + pmf.infinity_mass + pmf.error_at(epsilon)
     # Three roundings in the sums above: move up so the reported float is not below.
     for _ in range(3):
         total = math.nextafter(total, math.inf)

@@ -12,12 +12,14 @@ floating-point error, a constant ``slack`` plus an exponentially decaying term, 
 the statement a ``LossPmf`` makes is
 
     for every real eps:  delta_true(eps) <= delta_pmf(eps) + slack
-                                            + min(tilt_cap, tilt_coef e^{-tilt eps}).
+                                            + min(tilt_cap, tilt_coef e^{-tilt eps})
+                                            + (low_slack if eps < low_until else 0).
 
 The decaying term comes from compositions computed on exponentially tilted masses
-(``m_j e^{tilt l_j}``, see :mod:`.convolve`): their round-off is relative to the tilted
+(``m_j e^{tilt l_j}``, see :mod:`.power`): their round-off is relative to the tilted
 masses, so it is tiny exactly where delta is tiny (large eps) instead of being spread
-evenly over the whole grid.
+evenly over the whole grid. The step term is the round-off of the part of the grid
+(small losses) that is composed untilted; it does not act above those losses.
 
 Everything in this package preserves that statement: discretisation only moves mass to
 larger losses (Meiser & Mohammadi 2018; Koskela, Jalko & Honkela 2020) or splits it by
@@ -32,12 +34,22 @@ probability measure. That is why the statement is made for all real eps.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["FloatArray", "LossPmf", "U", "identity", "mass_lower", "mass_upper", "truncate"]
+__all__ = [
+    "ErrorProfile",
+    "FloatArray",
+    "LossPmf",
+    "U",
+    "identity",
+    "mass_lower",
+    "mass_upper",
+    "truncate",
+]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -62,6 +74,21 @@ def mass_lower(masses: FloatArray) -> float:
 
 
 @dataclass(frozen=True, eq=False)
+class ErrorProfile:
+    """Where a PLD's float error acts, for compositions that can use it (optional).
+
+    ``delta_true(eps) <= delta_pmf(eps) + base + sum_{l_j > eps} located_j`` for every
+    real eps (entry ``j`` of ``located`` sits at the loss of ``masses[j]``), and each
+    mass is within ``mass_error_j`` of its exact value. A :class:`LossPmf`'s ``slack``
+    is never below ``base + sum(located)``, so the profile may always be ignored.
+    """
+
+    base: float
+    located: FloatArray
+    mass_error: FloatArray
+
+
+@dataclass(frozen=True, eq=False)
 class LossPmf:
     """A PLD on the grid ``h Z`` with mass at ``+inf`` and a float-error allowance.
 
@@ -80,6 +107,10 @@ class LossPmf:
     tilt, tilt_coef, tilt_cap:
         A further error allowance ``min(tilt_cap, tilt_coef e^{-tilt eps})`` at ``eps``
         (all 0 when absent; ``tilt >= 0``).
+    low_slack, low_until:
+        A further allowance ``low_slack`` for ``eps < low_until`` only.
+    profile:
+        Optionally, where the ``slack`` acts (see :class:`ErrorProfile`).
     """
 
     h: float
@@ -90,6 +121,9 @@ class LossPmf:
     tilt: float = 0.0
     tilt_coef: float = 0.0
     tilt_cap: float = 0.0
+    low_slack: float = 0.0
+    low_until: float = -math.inf
+    profile: ErrorProfile | None = None
 
     def __post_init__(self) -> None:
         masses = np.ascontiguousarray(self.masses, dtype=np.float64)
@@ -123,16 +157,17 @@ class LossPmf:
         return min(self.tilt_cap, self.tilt_coef * math.exp(exponent) * (1.0 + 16.0 * U))
 
     def error_at(self, epsilon: float) -> float:
-        """The whole float-error allowance at ``epsilon`` (``slack`` + the tilted term)."""
-        return self.slack + self.tilted_error(epsilon)
+        """The whole float-error allowance at ``epsilon`` (slack, tilted and step terms)."""
+        low = self.low_slack if epsilon < self.low_until else 0.0
+        return (self.slack + self.tilted_error(epsilon) + low) * (1.0 + 4.0 * U)
 
-    def with_error(
-        self, slack: float, tilt: float = 0.0, tilt_coef: float = 0.0, tilt_cap: float = 0.0
-    ) -> LossPmf:
-        """The same masses with another error allowance."""
-        return LossPmf(
-            self.h, self.offset, self.masses, self.infinity_mass, slack, tilt, tilt_coef, tilt_cap
-        )
+    def with_error(self, **terms: float) -> LossPmf:
+        """The same masses with other error terms (keyword names as the fields).
+
+        The :attr:`profile` is dropped: it described the old ``slack``.
+        """
+        fields: dict[str, Any] = dict(terms)
+        return replace(self, profile=None, **fields)
 
 
 def identity(h: float) -> LossPmf:
@@ -164,13 +199,13 @@ def truncate(pmf: LossPmf, tail_mass: float) -> LossPmf:
     # The moved masses are upper bounds of the exact tail sums; the sums of the kept
     # entries rounded once more in kept[0] (a relative 4u allowance covers it).
     slack = pmf.slack + 4.0 * U * left
-    return LossPmf(
-        pmf.h,
-        pmf.offset + lo,
-        kept,
-        pmf.infinity_mass + right,
-        slack,
-        pmf.tilt,
-        pmf.tilt_coef,
-        pmf.tilt_cap,
+    # The error terms stay valid: both moves only raise delta. The profile's located
+    # errors no longer line up with the kept masses, so it is dropped.
+    return replace(
+        pmf,
+        offset=pmf.offset + lo,
+        masses=kept,
+        infinity_mass=pmf.infinity_mass + right,
+        slack=slack,
+        profile=None,
     )

@@ -135,12 +135,15 @@ def choose_tilt(pmf: LossPmf, count: int, width: int, error: float) -> float:
     """
     if count < 2 or pmf.masses.size < 2:
         return 0.0
-    proxy = _proxy(pmf)
     span = float(pmf.masses.size * pmf.h)
     tilts = _TILTS[1:][_TILTS[1:] * span <= 300.0]
     if tilts.size == 0:
         return 0.0
-    psi = count * _proxy_log_mgf(proxy, tilts)  # count log M(lam)
+    # count log M(lam) on the exact masses (the block proxy is too coarse when the
+    # losses are much narrower than a block, as for small sampling rates).
+    keep = pmf.masses > 0.0
+    logm, losses = np.log(pmf.masses[keep]), pmf.losses[keep]
+    psi = count * np.array([log_mgf(logm, losses, float(lam)) for lam in tilts])
     # Chernoff eps at each reference delta: min over lam of (psi - log delta) / lam. The
     # first reference is eps = 0 (delta at most 1); references beyond the largest
     # finite loss (delta there is only the mass at +inf) are dropped.
