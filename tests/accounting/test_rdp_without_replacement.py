@@ -24,6 +24,7 @@ from dpkit.accounting import (
     RepeatedEvent,
     SampledWithoutReplacementEvent,
     SingleEpochTreeAggregationEvent,
+    pure_epsilon,
 )
 from dpkit.accounting._math.without_replacement import without_replacement_rdp_curve
 
@@ -134,6 +135,12 @@ def test_full_sample_is_the_inner_curve_and_composition_counts() -> None:
     inner = RDPAccountant(ORDERS).compose(GaussianEvent(2.0)).guarantee.epsilons
     full = SampledWithoutReplacementEvent(GaussianEvent(2.0), 100, 100)
     assert RDPAccountant(ORDERS).compose(full).guarantee.epsilons == inner
+    # A pure inner event with m == n: the amplified epsilon is the inner one (the
+    # rounded-up fraction m / n once exceeded 1 and was refused).
+    whole = SampledWithoutReplacementEvent(LaplaceEvent(1.0), 7, 7)
+    assert pure_epsilon(whole) == 1.0
+    laplace = RDPAccountant(ORDERS).compose(LaplaceEvent(1.0)).guarantee.epsilons
+    assert RDPAccountant(ORDERS).compose(whole).guarantee.epsilons == laplace
     step = SampledWithoutReplacementEvent(GaussianEvent(1.0), 10, 1000)
     once = RDPAccountant(ORDERS).compose(step).guarantee.epsilons
     many = RDPAccountant(ORDERS).compose(RepeatedEvent(step, 250)).guarantee.epsilons

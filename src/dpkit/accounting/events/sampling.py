@@ -83,4 +83,5 @@ class SampledWithoutReplacementEvent(Event):
         epsilon = self.event._pure_epsilon()
         if epsilon is None:
             return None
-        return _amplified(epsilon, up(self.sample_size / self.population_size, 1))
+        # m / n rounded up, but never above 1 (m == n rounds to exactly 1).
+        return _amplified(epsilon, min(1.0, up(self.sample_size / self.population_size, 1)))
