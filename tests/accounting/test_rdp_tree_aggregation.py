@@ -118,5 +118,10 @@ def test_relation_checks() -> None:
     with pytest.raises(UnsupportedEvent):
         accountant.compose(nested)
     assert accountant.guarantee == before
+    # A replace-one randomiser inside a Poisson (add/remove) sample is refused when the
+    # relation is checked.
+    sampled_rr = PoissonSampledEvent(rr, 0.1)
+    assert RDPAccountant(ORDERS).supports(sampled_rr)
+    assert not RDPAccountant(ORDERS, relation="add_remove").supports(sampled_rr)
     with pytest.raises(InvalidParameter):
         RDPAccountant(ORDERS, relation="replace_one")  # type: ignore[arg-type]

@@ -225,7 +225,9 @@ def _relation_allows(event: Event, relation: Relation | None) -> bool:
     if isinstance(event, RepeatedEvent | RepeatAndSelectEvent):
         return _relation_allows(event.event, relation)
     if isinstance(event, PoissonSampledEvent):
-        return relation in ("add_remove", "replace_special")
+        # The inner mechanism is analysed for adding or removing one record of the sample.
+        inner_ok = _relation_allows(event.event, "add_remove")
+        return relation in ("add_remove", "replace_special") and inner_ok
     if isinstance(event, SampledWithoutReplacementEvent | RandomizedResponseEvent):
         return relation == "replace"
     if isinstance(event, SingleEpochTreeAggregationEvent):
