@@ -34,6 +34,8 @@ generating sum is not at hand) is first made a constant (its cap).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 
@@ -76,34 +78,50 @@ def finish(
 def _propagated_error(a: LossPmf, b: LossPmf, fft_slack: float) -> dict[str, float]:
     """The error terms of ``a * b`` from the inputs' errors (module docstring).
 
-    At most one operand keeps its decaying and step terms: they are weighted by the
-    *other* operand's computed masses (its generating sum; its largest loss for the
-    step), and every error of that other operand, as a constant, by a total mass.
+    One operand (``kept``) has its decaying and step terms weighted by the *other*
+    operand's computed masses (its generating sum; its largest loss for the step).
+    The other operand's terms are weighted by ``kept``'s exact measure: through
+    ``kept.true_log_mgf`` when it is known and the tilts agree (a step
+    ``low [x < until]`` is at most ``low e^{lam (until - x)}``), else as constants.
     """
     keep_b = b.tilt_coef + b.low_slack >= a.tilt_coef + a.low_slack
     kept, other = (b, a) if keep_b else (a, b)
-    slack = (
-        kept.slack * max(1.0, other.total_mass)
-        + (other.slack + other.tilt_cap + other.low_slack) * max(1.0, kept.total_mass)
-        + fft_slack
-    )
+    tilt = kept.tilt if kept.tilt_cap > 0.0 else other.tilt
+    weight = max(1.0, kept.total_mass)
+    slack = kept.slack * max(1.0, other.total_mass) + other.slack * weight + fft_slack
     # Infinite losses of `other` shift eps to -inf: there both terms act in full.
     slack += other.infinity_mass * (kept.tilt_cap + kept.low_slack)
-    terms: dict[str, float] = {}
-    if kept.low_slack > 0.0:
+    coef = cap = 0.0
+    # A point mass only shifts kept's step; against a spread-out measure the step's
+    # weight sum_l m_l [l > eps - until] <= e^{lam (until - eps)} M(lam) decays.
+    step_decays = kept.low_slack > 0.0 and tilt > 0.0 and other.masses.size > 1
+    if kept.tilt_cap > 0.0 or step_decays:
+        keep = other.masses > 0.0
+        log_m = log_mgf(np.log(other.masses[keep]), other.losses[keep], tilt)
+        scale = math.exp(min(log_m, 709.0)) * (1.0 + 16.0 * U)
+        coef = kept.tilt_coef * scale
+        cap = kept.tilt_cap * max(1.0, other.finite_mass)
+        if step_decays:
+            coef += kept.low_slack * math.exp(min(tilt * kept.low_until, 709.0)) * scale
+            cap += kept.low_slack * max(1.0, other.finite_mass)
+    # The other operand's terms, weighted by kept's exact measure.
+    carried = other.tilt_cap + other.low_slack
+    same_tilt = other.tilt_cap == 0.0 or other.tilt == tilt
+    if carried > 0.0 and tilt > 0.0 and same_tilt and kept.true_log_mgf is not None:
+        scale = math.exp(min(kept.true_log_mgf(tilt), 709.0)) * (1.0 + 16.0 * U)
+        log_step = min(tilt * other.low_until, 709.0) if other.low_slack > 0.0 else 0.0
+        coef += (other.tilt_coef + other.low_slack * math.exp(log_step)) * scale
+        cap += carried * weight
+        slack += kept.infinity_mass * carried
+    else:
+        slack += carried * weight
+    terms: dict[str, float] = {"slack": slack * (1.0 + 4.0 * U)}
+    if cap > 0.0:
+        terms.update(tilt=tilt, tilt_coef=coef * (1.0 + 4.0 * U), tilt_cap=cap * (1.0 + 4.0 * U))
+    if kept.low_slack > 0.0 and not step_decays:
         # sum_l m_l [eps - l < until] vanishes once eps >= until + the largest loss.
         terms["low_slack"] = kept.low_slack * max(1.0, other.finite_mass) * (1.0 + 4.0 * U)
         terms["low_until"] = kept.low_until + float(other.losses[-1]) + other.h
-    if kept.tilt_cap > 0.0:
-        keep = other.masses > 0.0
-        log_m = log_mgf(np.log(other.masses[keep]), other.losses[keep], kept.tilt)
-        coef = math.inf
-        if log_m < 700.0:
-            coef = kept.tilt_coef * math.exp(log_m) * (1.0 + 16.0 * U)
-        terms["tilt"] = kept.tilt
-        terms["tilt_coef"] = coef
-        terms["tilt_cap"] = kept.tilt_cap * max(1.0, other.finite_mass) * (1.0 + 4.0 * U)
-    terms["slack"] = slack * (1.0 + 4.0 * U)
     return terms
 
 
@@ -132,7 +150,22 @@ def convolve(a: LossPmf, b: LossPmf, tail_mass: float) -> LossPmf:
     terms = _propagated_error(a, b, fft_slack)
     target = a.finite_mass * b.finite_mass * (1.0 - 8.0 * U)
     result = finish(a.h, a.offset + b.offset, out, _combine_infinity(a, b), 0.0, target)
-    return truncate(result.with_error(**terms), tail_mass)
+    result = result.with_error(**terms)
+    if a.true_log_mgf is not None and b.true_log_mgf is not None:
+        result = replace(result, true_log_mgf=_summed(a.true_log_mgf, b.true_log_mgf))
+    return truncate(result, tail_mass)
+
+
+def _summed(
+    first: Callable[[float], float], second: Callable[[float], float]
+) -> Callable[[float], float]:
+    """The generating-sum bound of a composition: the logs add (rounded up)."""
+
+    def value(lam: float) -> float:
+        total = first(lam) + second(lam)
+        return total + 4.0 * U * abs(total)
+
+    return value
 
 
 def self_compose(pmf: LossPmf, count: int, tail_mass: float) -> LossPmf:

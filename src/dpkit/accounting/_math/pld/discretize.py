@@ -30,11 +30,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 import numpy.typing as npt
 
 from dpkit.accounting._math.pld.pmf import ErrorProfile, FloatArray, LossPmf, U, mass_lower
+from dpkit.accounting._math.pld.window import log_mgf
 
 __all__ = [
     "CDF_REL",
@@ -376,4 +378,23 @@ def from_interval_cdfs(cdfs: CdfPair, h: float, tail_mass: float) -> LossPmf:
     else:
         profile = ErrorProfile(base, located, mass_error)
     infinity += max(0.0, deficit) + 4.0 * U
-    return LossPmf(h, lower, masses, infinity, slack, profile=profile)
+    pmf = LossPmf(h, lower, masses, infinity, slack, profile=profile)
+    if profile is None:
+        return pmf
+    return replace(pmf, true_log_mgf=_exact_log_mgf(pmf, profile.mass_error))
+
+
+def _exact_log_mgf(pmf: LossPmf, mass_error: FloatArray) -> Callable[[float], float]:
+    """``lam -> log sum_j (m_j + mass_error_j) e^{lam l_j}``, rounded up.
+
+    The exact discretised masses are within ``mass_error`` of the computed ones, so
+    this bounds their generating sum.
+    """
+    bound = pmf.masses + mass_error
+    keep = bound > 0.0
+    logm, losses = np.log(bound[keep]), pmf.losses[keep]
+
+    def value(lam: float) -> float:
+        return log_mgf(logm, losses, lam) + 4.0 * U
+
+    return value

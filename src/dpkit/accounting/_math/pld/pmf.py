@@ -34,6 +34,7 @@ probability measure. That is why the statement is made for all real eps.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -109,6 +110,10 @@ class LossPmf:
         (all 0 when absent; ``tilt >= 0``).
     low_slack, low_until:
         A further allowance ``low_slack`` for ``eps < low_until`` only.
+    true_log_mgf:
+        Optionally, ``lam -> `` an upper bound on ``log sum_j a_j e^{lam l_j}`` over the
+        finite part of the *exact* measure ``a`` that the error statement refers to
+        (what the masses approximate). Compositions weigh error terms by it.
     profile:
         Optionally, where the ``slack`` acts (see :class:`ErrorProfile`).
     """
@@ -124,6 +129,7 @@ class LossPmf:
     low_slack: float = 0.0
     low_until: float = -math.inf
     profile: ErrorProfile | None = None
+    true_log_mgf: Callable[[float], float] | None = None
 
     def __post_init__(self) -> None:
         masses = np.ascontiguousarray(self.masses, dtype=np.float64)
@@ -172,7 +178,12 @@ class LossPmf:
 
 def identity(h: float) -> LossPmf:
     """The PLD of a mechanism that reveals nothing: all mass at loss 0."""
-    return LossPmf(h, 0, np.ones(1), 0.0, 0.0)
+    return LossPmf(h, 0, np.ones(1), 0.0, 0.0, true_log_mgf=_zero)
+
+
+def _zero(lam: float) -> float:
+    """The log generating sum of the point mass at 0: exactly 0."""
+    return 0.0
 
 
 def truncate(pmf: LossPmf, tail_mass: float) -> LossPmf:

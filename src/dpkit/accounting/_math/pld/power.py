@@ -35,6 +35,8 @@ convolution), which only adds non-negative mass.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 
@@ -139,12 +141,13 @@ def _input_error(
     if not keep.any():
         return slack, 0.0, 0.0
     log_e = log_mgf(np.log(profile.located[keep]), losses[keep], tilt)
-    live = pmf.masses > 0.0
-    mgf = math.exp(log_mgf(np.log(pmf.masses[live]), losses[live], tilt))
-    wrong = profile.mass_error > 0.0
-    if wrong.any():
-        mgf += math.exp(log_mgf(np.log(profile.mass_error[wrong]), losses[wrong], tilt))
-    log_coef = math.log(count) + log_e + (count - 1) * math.log(mgf * (1.0 + 4.0 * U))
+    if pmf.true_log_mgf is not None:
+        log_m = pmf.true_log_mgf(tilt)
+    else:
+        bound = pmf.masses + profile.mass_error
+        live = bound > 0.0
+        log_m = log_mgf(np.log(bound[live]), losses[live], tilt) + 4.0 * U
+    log_coef = math.log(count) + log_e + (count - 1) * log_m
     coef = math.exp(min(log_coef + 1e-12 * (1.0 + abs(log_coef)), 709.0)) * (1.0 + 16.0 * U)
     located = float(np.sum(profile.located)) * (1.0 + 1e-12)
     log_cap = math.log(count * located) + (count - 1) * math.log(total)
@@ -246,4 +249,16 @@ def k_fold(pmf: LossPmf, count: int, tail_mass: float) -> LossPmf:
     if cut_hi:
         infinity += tail_mass
     result = finish(h, lo, out, infinity, slack, target)
-    return truncate(result.with_error(slack=result.slack, **terms), tail_mass)
+    result = result.with_error(slack=result.slack, **terms)
+    if pmf.true_log_mgf is not None:
+        result = replace(result, true_log_mgf=_scaled(pmf.true_log_mgf, count))
+    return truncate(result, tail_mass)
+
+
+def _scaled(log_mgf_bound: Callable[[float], float], count: int) -> Callable[[float], float]:
+    """The generating-sum bound of ``count`` independent copies."""
+
+    def value(lam: float) -> float:
+        return count * log_mgf_bound(lam)
+
+    return value
