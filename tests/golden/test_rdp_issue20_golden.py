@@ -46,6 +46,7 @@ from dpkit.accounting import (
     ZCDPEvent,
     laplace_rdp,
 )
+from dpkit.accounting._math.rdp import subsampled_gaussian_rdp_curve
 
 dp_accounting = pytest.importorskip("dp_accounting")
 from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib  # noqa: E402
@@ -83,12 +84,17 @@ def test_exponential_mechanism_composes_count_times() -> None:
 def test_discrete_gaussian_and_zcdp_against_the_gaussian_curve() -> None:
     # dp_accounting's test parameters: orders [1.5, 2.5, 5, 50, 100], sigma 2.5,
     # q 0.01, 50 steps; their answer is the subsampled Gaussian's.
+    # At fractional orders dp_accounting's value is itself above the exact Gaussian one
+    # (its series uses |binomial coefficients|); the safe-side reference there is the
+    # exact Gaussian curve (dpkit's MTZ19, checked against mpmath in test_rdp_golden).
     orders = [1.5, 2.5, 5.0, 50.0, 100.0]
     theirs = 50 * rdp_lib._compute_rdp_poisson_subsampled_gaussian(0.01, 2.5, orders)
+    gaussian = 50 * np.array(subsampled_gaussian_rdp_curve(0.01, 2.5, orders))
     for inner in (DiscreteGaussianEvent(2.5, 1), ZCDPEvent(1 / (2 * 2.5**2))):
         event = RepeatedEvent(PoissonSampledEvent(inner, 0.01), 50)
         ours = np.array(RDPAccountant(orders).compose(event).guarantee.epsilons)
-        assert np.all(ours >= theirs * (1 - 1e-12))
+        assert np.all(ours >= gaussian * (1 - 1e-12))
+        assert np.all(ours[2:] >= theirs[2:] * (1 - 1e-12))  # integer orders
         assert ours[2] <= theirs[2] * 1.05  # integer order 5
     # Integer orders in the DP-SGD regime: within 5%.
     ints = [2.0, 3.0, 4.0, 8.0, 16.0, 32.0, 64.0]

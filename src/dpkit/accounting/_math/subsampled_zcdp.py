@@ -18,7 +18,9 @@ the same sum as the subsampled Gaussian with ``sigma^2 = 1 / (2 rho)`` (Mironov,
 Zhang 2019, Sec. 3.2; equality for the Gaussian and for the one-dimensional discrete
 Gaussian with integer sensitivity, whose integer moments are the Gaussian's: Canonne,
 Kamath & Steinke 2020, proof of Prop. 5). Fractional orders interpolate ``log A`` between
-integers (``log A_a`` is convex in ``a``: Hoelder's inequality).
+integers (``log A_a`` is convex in ``a``: Hoelder's inequality). For ``1 < a < 2`` also
+``A_a <= 1 + ((1 - q)^a - 1 + a q)(e^{2 rho} - 1)``, by the quadratic-majorant argument
+below applied to ``(1 + u)^a`` (whose second derivative decreases when ``a < 2``).
 
 *Addition* (``D_a(M'(D) || M'(D + x))``), any real ``a > 1``, ``s = a - 1``: the
 divergence is ``log E_mu0[f(u)] / s`` with ``f(u) = (1 + u)^{-s}`` and ``u = q (r - 1)
@@ -53,7 +55,10 @@ _REL = 1e-13
 
 
 def _binomial_excess(q: float, s: float) -> float:
-    """``(1 - q)^{-s} - 1 - s q`` for 0 < q < 1 and s > 0, rounded up (may be inf).
+    """``(1 - q)^{-s} - 1 - s q`` for 0 < q < 1 and s > 0 or -2 < s < -1, rounded up.
+
+    May be inf. For ``-2 < s < -1`` (``(1 - q)^a - 1 + a q`` with ``a = -s``) the terms
+    below are positive as well.
 
     The negative binomial series ``sum_{k >= 2} s (s+1) ... (s+k-1) / k! q^k`` has
     positive terms, so it keeps full relative precision when ``q`` is small (the closed
@@ -90,6 +95,16 @@ def _addition_log_b(q: float, rho: float, order: float) -> float:
     s = order - 1.0
     w = math.expm1(2.0 * rho) if rho < 350.0 else math.inf
     inner = _binomial_excess(q, s) * inflate(w, _REL)
+    if math.isinf(inner) or math.isnan(inner):
+        return math.inf
+    return inflate(math.log1p(inflate(inner, _REL)), _REL)
+
+
+def _removal_below_two(q: float, rho: float, order: float) -> float:
+    """Upper bound on ``log A_a`` for ``1 < a < 2`` (module docstring), rounded up."""
+    w = math.expm1(2.0 * rho) if rho < 350.0 else math.inf
+    # (1 - q)^a - 1 + a q: the same positive series as for the addition bound, s = -a.
+    inner = _binomial_excess(q, -order) * inflate(w, _REL)
     if math.isinf(inner) or math.isnan(inner):
         return math.inf
     return inflate(math.log1p(inflate(inner, _REL)), _REL)
@@ -145,6 +160,8 @@ def poisson_subsampled_zcdp_rdp_curve(
         else:
             # Hoelder: log A_a <= (1 - theta) log A_n + theta log A_{n+1}, rounded up.
             removal = up((1.0 - theta) * log_a[n] + theta * log_a[n + 1], 4)
+        if n == 1:
+            removal = min(removal, _removal_below_two(q, rho, a))
         addition = _addition_log_b(q, rho, a)
         # Divided by a - 1 rounded down (a > 1, so a - 1 > 0), then rounded up.
         value = up(max(removal, addition) / down(a - 1.0, 1), 2)
