@@ -87,3 +87,34 @@ def test_bad_schedules_exit_2(args: list[str], message: str) -> None:
     result = runner.invoke(app, ["account", "dpsgd", *args, *_SIGMA])
     assert result.exit_code == 2, result.output
     assert message in " ".join(result.output.split())
+
+
+def test_replace_relation_uses_the_replace_one_pld() -> None:
+    from dpkit.accounting import GaussianEvent, PoissonSampledEvent
+    from dpkit.accounting.pld import PLDAccountant
+
+    args = ("--sampling-rate", "0.01", "--steps", "200", "--delta", "1e-5")
+    payload = _run("dpsgd", *args, "--noise-multiplier", "1.0", "--accountant", "pld",
+                   "--relation", "replace")  # fmt: skip
+    step = PoissonSampledEvent(GaussianEvent(1.0), 0.01)
+    expected = PLDAccountant(relation="replace").compose(step, count=200).get_epsilon(1e-5)
+    assert payload["epsilon"] == expected and payload["relation"] == "replace"
+
+    calibrated = _run("calibrate", *args, "--epsilon", "1.5", "--accountant", "prv",
+                      "--relation", "replace")  # fmt: skip
+    sigma = calibrated["noise_multiplier"]
+    assert isinstance(sigma, float)
+
+    def eps(s: float) -> float:
+        event = PoissonSampledEvent(GaussianEvent(s), 0.01)
+        return PLDAccountant(relation="replace").compose(event, count=200).get_epsilon(1e-5)
+
+    assert eps(sigma) <= 1.5 < eps(sigma * 0.999)  # meets the target, and is tight
+
+
+def test_replace_relation_needs_a_pld_accountant() -> None:
+    args = ["--sampling-rate", "0.01", "--steps", "5", "--relation", "replace", *_SIGMA]
+    result = runner.invoke(app, ["account", "dpsgd", *args])
+    assert result.exit_code == 2 and "--accountant pld or prv" in result.output
+    bad = runner.invoke(app, ["account", "dpsgd", *args[:4], "--relation", "swap", *_SIGMA])
+    assert bad.exit_code == 2 and "--relation must be one of" in " ".join(bad.output.split())
