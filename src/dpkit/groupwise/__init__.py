@@ -2,11 +2,15 @@
 
 * :class:`TwoStageNoise` -- Algorithm 1 of Pujol & Desfontaines (2023): Gaussian counts,
   then Gaussian noise of s.d. ``r |X|``. Proven: rho-zCDP (nothing more).
+* :class:`BucketedNoise` -- an alternative with a proven per-group guarantee that
+  improves with the group's size: noise calibrated per size bucket, the bucket picked
+  from a truncated-Laplace count (bucketing cost accounted for).
 * :mod:`dpkit.groupwise.analysis` -- its output density (a Gaussian scale mixture) by
   quadrature, Renyi divergences between neighbouring counts and the per-group
   "effective rho" curve: numerical evidence, not a guarantee; never used by accounting.
 """
 
+from dpkit.groupwise.bucketed import BucketedNoise
 from dpkit.groupwise.two_stage import TwoStageNoise, two_stage_noise
 
-__all__ = ["TwoStageNoise", "two_stage_noise"]
+__all__ = ["BucketedNoise", "TwoStageNoise", "two_stage_noise"]
