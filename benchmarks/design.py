@@ -10,7 +10,8 @@ Run: ``python benchmarks/design.py`` (about 5 minutes on 2 cores). Writes
    for ε in {0.1, 0.5, 1, 2, 3}, δ in {1e-6, 1e-3, 0.1, 0.3}, ℓ1 and ℓ2, Δf = 1.
    The grid is β = 1/k with k chosen so the support holds at most ~1,200 intervals.
 2. Counterexamples of Selvi, Liu & Wiesemann's appendix (seed 003): a non-monotone
-   optimum (ε = 3, δ = 0.3, β = 0.02; not reproduced, see the results), an
+   optimum (the appendix's ε = 3, δ = 0.3 example is not reproduced; one at Δf = 10,
+   ε = 1, δ = 0.4, β = 0.25 is proven by the bounds), an
    asymmetric optimum (asymmetric loss, ε = 1, δ = 0.2, β = 0.05), ℓ1 versus ℓ2
    shapes (Δf = 10, β = 0.5, ε = 1, δ = 0.4).
 3. Speed: 1,000 and 10,000 intervals (Δf = 1, β = 0.05, ε = 1, δ = 0.1), each in a
@@ -27,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dpkit.design import baselines, design_noise
+from dpkit.design import baselines, design_noise, noise_lower_bound
 
 RESULTS = Path(__file__).parent / "results"
 EPSILONS = (0.1, 0.5, 1.0, 2.0, 3.0)
@@ -135,21 +136,31 @@ def counterexamples() -> str:
     import matplotlib.pyplot as plt
 
     out = []
-    # (i) monotone noise: seed 003 claims that at eps = 3, delta = 0.3, l1, beta = 0.02
+    # (i) monotone noise. Seed 003 claims that at eps = 3, delta = 0.3, l1, beta = 0.02
     # every monotone noise has loss >= 0.1830 while a non-monotone one reaches 0.1705.
     setting = {"epsilon": 3.0, "delta": 0.3, "granularity": 0.02, "support": 3.0}
     free = design_noise(**setting, lower_bound=False)
     mono = design_noise(**setting, monotone=True, symmetric=True)
     out.append(
-        "**Monotone noise** (ε = 3, δ = 0.3, ℓ1, β = 0.02, support [-3, 3)): unconstrained "
-        f"design {free.upper_bound:.4f} (paper: 0.1705 on its support); the best symmetric "
-        f"noise with density non-increasing in |x| reaches {mono.upper_bound:.4f} "
-        f"(exactly re-checked: δ achieved {mono.achieved_delta:.7f}), lower bound for every "
-        f"such noise {mono.lower_bound:.4f}. The appendix states that no monotone noise "
-        "does better than 0.1830 at this β; the exactly verified monotone design above "
-        "contradicts that statement (under the definition used here: unimodal at 0). "
-        "Monotonicity costs "
-        f"{100 * (mono.upper_bound / free.upper_bound - 1):.1f}% here, at most.\n"
+        "**Monotone noise, the appendix's example** (ε = 3, δ = 0.3, ℓ1, β = 0.02, support "
+        f"[-3, 3)): unconstrained design {free.upper_bound:.4f} (paper: 0.1705 on its "
+        "support); the best symmetric noise with density non-increasing in |x| reaches "
+        f"{mono.upper_bound:.4f} (exactly re-checked: δ achieved {mono.achieved_delta:.7f}); "
+        f"lower bound for every such noise {mono.lower_bound:.4f}. The appendix states "
+        "that no monotone noise does better than 0.1830; the exactly verified monotone "
+        "design above contradicts that (monotone = unimodal at 0, as here). Monotonicity "
+        f"costs at most {100 * (mono.upper_bound / free.upper_bound - 1):.1f}% here.\n"
+    )
+    # A non-monotone optimum that the bounds do prove (the paper's Figures 4-5 regime).
+    setting = {"epsilon": 1.0, "delta": 0.4, "sensitivity": 10.0, "granularity": 0.25}
+    free = design_noise(**setting, support=30.0, lower_bound=False)
+    floor = noise_lower_bound(**setting, support=30.0, monotone=True)
+    out.append(
+        "**A non-monotone optimum** (Δf = 10, ε = 1, δ = 0.4, ℓ1, β = 0.25): every noise "
+        f"with density non-increasing in |x| has loss >= {floor:.4f} (lower bound, any "
+        f"support), while the unconstrained design reaches {free.upper_bound:.4f} "
+        f"(exactly re-checked, δ achieved {free.achieved_delta:.7f}): the optimum is not "
+        "monotone (its shape: design_l1_l2.png).\n"
     )
 
     def asymmetric(x: np.ndarray) -> np.ndarray:

@@ -85,6 +85,8 @@ def test_release_uses_the_cell_of_the_clamped_answer(uniform_cells):
         ({"cells": [0.0, 1.0], "weights": [1.0, 2.0]}, "weights"),
         ({"cells": [0.0, 1.0], "weights": [-1.0]}, "weights"),
         ({"cells": [0.0, 1.0], "max_loss": 0.0}, "max_loss"),
+        ({"cells": [0.0, 1.0], "max_memory": 1000}, "GiB"),
+        ({"cells": [0.0, 1.0], "delta": 0.0}, "never pure"),
     ],
 )
 def test_bad_input(kwargs, match):

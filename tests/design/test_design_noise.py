@@ -187,3 +187,13 @@ def test_stated_delta_when_repair_fails():
     with pytest.warns(dp.errors.WeakGuaranteeWarning, match="reaches delta"):
         stated = _core.stated_delta(0.2, Fraction(1, 5) + Fraction(1, 10**12), "t")
     assert stated >= 0.2 + 1e-12
+
+
+def test_a_non_monotone_optimum_proven_by_the_bounds():
+    # Δf = 10, eps = 1, delta = 0.4, l1 (the paper's Figures 4-5 regime): the lower
+    # bound for every monotone noise exceeds the loss of an exactly checked design.
+    setting = {"epsilon": 1.0, "delta": 0.4, "sensitivity": 10.0, "granularity": 0.25}
+    floor = noise_lower_bound(**setting, support=30.0, monotone=True)
+    free = design_noise(**setting, support=30.0, lower_bound=False)
+    assert free.achieved_delta <= 0.4
+    assert free.upper_bound < 3.99 < 4.09 < floor

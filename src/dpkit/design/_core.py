@@ -82,6 +82,32 @@ def check_memory(max_memory: object, owner: str) -> int:
     return check.check_count(max_memory, "max_memory", owner)
 
 
+def check_size(
+    grid: Grid,
+    distributions: int,
+    pairs: list[tuple[int, int, int]],
+    *,
+    lower_bound: bool,
+    max_memory: int,
+    owner: str,
+) -> None:
+    """Refuse LPs above ``max_memory`` before any cost is computed or anything solved."""
+    for pad in (0, grid.shifts) if lower_bound else (0,):
+        skeleton = _lp.Problem(
+            distributions=distributions,
+            lo=-grid.half - pad,
+            hi=grid.half + pad,
+            central=(-grid.half, grid.half),
+            costs=np.zeros(0),
+            weights=np.ones(distributions),
+            pairs=pairs,
+            exp_epsilon=1.0,
+            delta=grid.delta,
+            tail_costs=(0.0, 0.0) if pad else None,
+        )
+        _lp.refuse_if_too_large(skeleton, max_memory, owner)
+
+
 def interval_costs(
     loss: Loss, lo: int, hi: int, beta: float, owner: str
 ) -> tuple[FloatArray, FloatArray]:

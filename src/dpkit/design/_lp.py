@@ -201,8 +201,8 @@ def _shape_rows(problem: Problem, builder: _Rows) -> None:
             )
 
 
-def solve(problem: Problem, *, max_memory: int, owner: str) -> Solution:
-    """Build the LP (CSC, sparse) and solve it with HiGHS' dual simplex."""
+def refuse_if_too_large(problem: Problem, max_memory: int, owner: str) -> None:
+    """Raise InvalidParameter, with the size needed, for an LP above ``max_memory`` bytes."""
     need = problem.memory_estimate()
     if need > max_memory:
         raise InvalidParameter(
@@ -211,6 +211,11 @@ def solve(problem: Problem, *, max_memory: int, owner: str) -> Solution:
             f"{max_memory / 2**30:.2f} GiB. Use a coarser 'granularity' or a smaller "
             f"'support', or raise 'max_memory'."
         )
+
+
+def solve(problem: Problem, *, max_memory: int, owner: str) -> Solution:
+    """Build the LP (CSC, sparse) and solve it with HiGHS' dual simplex."""
+    refuse_if_too_large(problem, max_memory, owner)
     import highspy  # heavy: imported only when a design is solved
     from scipy import sparse
 

@@ -276,6 +276,9 @@ def design_data_dependent_noise(
     cell_weights = _cell_weights(weights, ends.astype(np.float64) * grid.beta, owner)
     limits = _limits(max_loss, ends.size - 1, owner)
     pairs = _pairs(ends, grid.shifts)
+    _core.check_size(
+        grid, ends.size - 1, pairs, lower_bound=lower_bound, max_memory=memory, owner=owner
+    )
     problems = []
     for lower in (False, True) if lower_bound else (False,):
         pad = grid.shifts if lower else 0
@@ -308,9 +311,6 @@ def design_data_dependent_noise(
                 instance_limits=limits,
             )
         )
-    for problem in problems:
-        if problem.memory_estimate() > memory:  # refuse before solving anything
-            _lp.solve(problem, max_memory=memory, owner=owner)
     counts, achieved = _core.solve_verified(
         problems[0], epsilon=grid.epsilon, max_memory=memory, owner=owner
     )

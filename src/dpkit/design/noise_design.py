@@ -304,14 +304,12 @@ def design_noise(
     grid = _core.check_grid(epsilon, delta, sensitivity, granularity, support, owner)
     measure = make_loss(loss, owner)
     memory = _core.check_memory(max_memory, owner)
+    pairs = [(0, 0, j) for j in range(-grid.shifts, grid.shifts + 1) if j != 0]
+    _core.check_size(grid, 1, pairs, lower_bound=lower_bound, max_memory=memory, owner=owner)
     upper = _problem(
         grid, measure, lower=False, symmetric=symmetric, monotone=monotone, owner=owner
     )
     lower = _problem(grid, measure, lower=True, symmetric=symmetric, monotone=monotone, owner=owner)
-    for problem in (upper, lower) if lower_bound else (upper,):
-        need = problem.memory_estimate()
-        if need > memory:  # refuse before solving anything
-            _lp.solve(problem, max_memory=memory, owner=owner)
     counts, achieved = _core.solve_verified(
         upper, epsilon=grid.epsilon, max_memory=memory, owner=owner
     )
