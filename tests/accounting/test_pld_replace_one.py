@@ -38,7 +38,15 @@ def _exact_delta(z: float, q: float, epsilon: float) -> float:
 
 @pytest.mark.parametrize(
     ("z", "q", "epsilon"),
-    [(1.0, 0.01, 0.1), (1.0, 0.3, 0.5), (0.6, 0.05, 1.0), (2.0, 0.9, 0.2), (0.8, 0.5, 3.0)],
+    [
+        (1.0, 0.01, 0.1),
+        (1.0, 0.3, 0.5),
+        (0.6, 0.05, 1.0),
+        (2.0, 0.9, 0.2),
+        (0.8, 0.5, 3.0),
+        (0.3, 1e-6, 0.0),  # a very flat loss: the bracket must stay narrow
+        (0.3, 1e-6, 0.5),
+    ],
 )
 def test_one_step_is_the_exact_profile(z: float, q: float, epsilon: float) -> None:
     exact = _exact_delta(z, q, epsilon)

@@ -39,25 +39,42 @@ from dpkit.accounting._math.pld.pmf import FloatArray, U
 __all__ = ["replace_one_gaussian_cdfs"]
 
 
-def _loss(x: FloatArray, z: float, q: float) -> tuple[FloatArray, FloatArray]:
-    """``L(x)`` and a bound on its absolute float error.
+def _log_mixture(t: FloatArray, q: float) -> tuple[FloatArray, FloatArray]:
+    """``log(1 - q + q e^t)`` and a bound on its absolute float error.
 
-    Each exponent ``(+-2x - 1)/(2 z^2)`` errs by ~3u relative; ``log q`` and
-    ``log1p(-q)`` by 8u; ``logaddexp`` by 8u of its result plus what its inputs carry
-    (its derivative is at most 1); the subtraction by u. 16u per term covers it.
+    Where ``|t| < 700`` as ``log1p(y)`` with ``y = q expm1(t)``: ``y`` errs by ``8u``
+    (expm1) plus ``u`` (product) plus what ``t``'s own ~3u relative error does to
+    ``expm1`` (at most ``3u (|t| + 1)`` relative); ``log1p`` turns a relative error
+    ``r`` of ``y`` into ``r |y| / (1 + y)`` absolute, plus its own ``8u`` of the result.
+    This is tiny where the loss is (small ``q``), which keeps the brackets narrow.
+    Elsewhere ``logaddexp(log(1 - q), log q + t)``, within ``16u`` of its inputs' sizes.
+    For ``q = 1`` it is ``t`` itself (with ``t``'s own error).
     """
-    two_var = 2.0 * z * z
-    log_q = math.log(q)
-    log_rest = math.log1p(-q) if q < 1.0 else -math.inf
-    with np.errstate(over="ignore", invalid="ignore"):
-        up = (2.0 * x - 1.0) / two_var
-        down = (-2.0 * x - 1.0) / two_var
-        a = np.logaddexp(log_rest, log_q + up)
-        b = np.logaddexp(log_rest, log_q + down)
-        loss = a - b
+    if q == 1.0:
+        return t, 4.0 * U * (np.abs(t) + 1.0)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        near = np.abs(t) < 700.0
+        tn = np.where(near, t, 0.0)
+        y = q * np.expm1(tn)
+        value_near = np.log1p(y)
+        rel_y = (12.0 + 3.0 * (np.abs(tn) + 1.0)) * U
+        err_near = rel_y * np.abs(y) / (1.0 + y) * (1.0 + 1e-9) + 8.0 * U * np.abs(value_near)
+        log_q = math.log(q)
+        log_rest = math.log1p(-q) if q < 1.0 else -math.inf
+        value_far = np.logaddexp(log_rest, log_q + t)
         rest = abs(log_rest) if q < 1.0 else 0.0
-        err = 16.0 * U * (np.abs(up) + np.abs(down) + 2.0 * abs(log_q) + 2.0 * rest)
-        err = err + 16.0 * U * (np.abs(a) + np.abs(b) + 2.0) + U * np.abs(loss)
+        err_far = 16.0 * U * (np.abs(t) + abs(log_q) + rest + np.abs(value_far) + 1.0)
+    return np.where(near, value_near, value_far), np.where(near, err_near, err_far)
+
+
+def _loss(x: FloatArray, z: float, q: float) -> tuple[FloatArray, FloatArray]:
+    """``L(x)`` and a bound on its absolute float error (the subtraction adds ``u``)."""
+    two_var = 2.0 * z * z
+    with np.errstate(over="ignore", invalid="ignore"):
+        a, err_a = _log_mixture((2.0 * x - 1.0) / two_var, q)
+        b, err_b = _log_mixture((-2.0 * x - 1.0) / two_var, q)
+        loss = a - b
+        err = (err_a + err_b) * (1.0 + 4.0 * U) + U * np.abs(loss)
     return loss, err
 
 
