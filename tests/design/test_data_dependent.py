@@ -91,7 +91,7 @@ def test_release_uses_the_cell_of_the_clamped_answer(uniform_cells):
 )
 def test_bad_input(kwargs, match):
     with pytest.raises(dp.errors.InvalidParameter, match=match):
-        design_data_dependent_noise(**SETTING, **kwargs)
+        design_data_dependent_noise(**(SETTING | kwargs))
 
 
 def test_infeasible_instance_bound():
