@@ -210,8 +210,15 @@ def comparison(plt: object, lines: list[str]) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))  # type: ignore[attr-defined]
     xs = COMPARISON_COUNTS
     axes[0].semilogx(xs, [r[1] for r in rows], "r-", label="Alg. 1, proven")
-    axes[0].semilogx(xs, [r[2] for r in rows], "r:", label="Alg. 1, evidence (orders <= 64)")
-    axes[0].semilogx(xs, [r[3] for r in rows], "r--", label="Alg. 1, evidence (all orders)")
+    axes[0].semilogx(
+        xs, [r[2] for r in rows], "r:", label="Alg. 1, evidence (orders <= 64, zCDP conversion)"
+    )
+    axes[0].semilogx(
+        xs,
+        [r[3] for r in rows],
+        "r--",
+        label="Alg. 1, evidence (all orders ~ rho/2, zCDP conversion)",
+    )
     axes[0].semilogx(xs, [r[4] for r in rows], "b-", label="BucketedNoise, proven")
     axes[0].set(xlabel="group size x", ylabel="per-group epsilon at delta=1e-6")
     axes[0].legend(fontsize=7)
