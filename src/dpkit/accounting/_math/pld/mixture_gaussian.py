@@ -74,15 +74,14 @@ class _Mixture:
         return np.where(near, value, far), np.where(near, err_near, err_far)
 
     def _value_and_slope(self, x: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """``ell(x)`` (the accurate form of :meth:`ell`) and ``ell'(x)``."""
         c = self.c[:, np.newaxis]
         with np.errstate(over="ignore", invalid="ignore"):
             terms = self.log_p[:, np.newaxis] + (2.0 * c * x - c * c) / (2.0 * self.z * self.z)
             top = np.max(terms, axis=0)
             weights = np.exp(terms - top)
-            total = np.sum(weights, axis=0)
-            value = top + np.log(total)
-            slope = np.sum(weights * c, axis=0) / total / (self.z * self.z)
-        return value, slope
+            slope = np.sum(weights * c, axis=0) / np.sum(weights, axis=0) / (self.z * self.z)
+        return self.ell(x)[0], slope
 
     def threshold(self, t: FloatArray) -> FloatArray:
         """``sup {x : ell(x) <= t}`` by Newton's method (approximate; certified later).
