@@ -108,6 +108,7 @@ from dpkit.selection import (
     report_noisy_max,
     select_by_tree,
     sparse_vector,
+    tune,
 )
 
 if TYPE_CHECKING:
@@ -212,6 +213,7 @@ __all__ = [
     "sparse_vector",
     "subsampled_laplace",
     "truncated_laplace",
+    "tune",
     "user_count",
     "user_sum",
 ]

@@ -294,3 +294,26 @@ def test_predict_checks_width(adult: tuple[np.ndarray, np.ndarray]) -> None:
     model = dp.learn.LogisticRegression(bounds=(0, 1), rng=seeded(18)).fit(X, y)
     with pytest.raises(dp.DataError, match="49"):
         model.predict(X[:, :5])
+
+
+@pytest.mark.parametrize("steps", [1, 7, 100])
+def test_logistic_privacy_event_covers_the_fit(steps: int) -> None:
+    # privacy_event (one Gaussian) is known before fitting; the fit's step-by-step event
+    # must be at least as private at every Renyi order.
+    X, y = binary_blobs(200)
+    model = dp.learn.LogisticRegression(epsilon=0.8, max_iter=steps, rng=seeded(19))
+    planned = model.privacy_event()
+    model.fit(X, y)
+    orders = [1.5, 2.0, 8.0, 64.0]
+    fitted = RDPAccountant(orders=orders).compose(model.event)
+    bound = RDPAccountant(orders=orders).compose(planned)
+    pairs = zip(fitted.guarantee.epsilons, bound.guarantee.epsilons, strict=True)
+    assert all(a <= b for a, b in pairs)
+
+
+@pytest.mark.parametrize("name", ["naive_bayes", "linear"])
+def test_privacy_event_is_the_fit_event(name: str) -> None:
+    X, y = binary_blobs(200)
+    model = MODELS[name](seeded(20))
+    planned = model.privacy_event(X.shape[1])
+    assert model.fit(X, y).event == planned

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -102,6 +102,13 @@ class LinearRegression(DPModelMixin, RegressorMixin, BaseEstimator):  # type: ig
         self.alpha = alpha
         self.rng = rng
 
+    def privacy_event(self, n_features: int) -> Event:
+        """The event ``fit`` will have on ``n_features`` columns (no data needed)."""
+        owner = "LinearRegression.privacy_event"
+        epsilon, delta = check_privacy(self.epsilon, self.delta, owner, allow_zero_delta=True)
+        width = check.check_count(n_features, "n_features", owner) + 1 + bool(self.fit_intercept)
+        return _noise(epsilon, delta, width * (width + 1) // 2 - 1).event
+
     def fit(self, X: Any, y: Any) -> LinearRegression:
         """Fit on ``X`` and real ``y``; spends epsilon (and delta)."""
         owner = "LinearRegression.fit"
@@ -126,29 +133,20 @@ class LinearRegression(DPModelMixin, RegressorMixin, BaseEstimator):  # type: ig
         keep = ~((rows == augmented.shape[1] - 1) & (cols == augmented.shape[1] - 1))
         rows, cols = rows[keep], cols[keep]
         entries = len(rows)
-        step = grid_step(1.0)
         products = augmented[:, rows] * augmented[:, cols]
-        sums = exact_column_sums(products, np.full(entries, step))
-        per_entry = 1.0 + step / 2  # a rounded product's largest magnitude
+        sums = exact_column_sums(products, np.full(entries, grid_step(1.0)))
 
         alpha = _check_alpha(self.alpha, owner)
         random = as_random(self.rng)
-        event: Event
-        if delta == 0.0:
-            sensitivity = up(entries * per_entry, 4)
-            scale, event = laplace_for(sensitivity, epsilon)
-            noisy = noise.laplace(sums, scale=scale, rng=random)
-            noise_sd = math.sqrt(2.0) * scale
+        spec = _noise(epsilon, delta, entries)
+        if spec.laplace:
+            noisy = noise.laplace(sums, scale=spec.scale, rng=random)
             self.guarantee_ = PureDP(epsilon)
         else:
-            sensitivity = up(math.sqrt(entries) * per_entry, 4)
-            # The analytic sigma is rounded up; the event's multiplier sigma / s rounded
-            # down can only overstate the cost.
-            sigma = gaussian_sigma_analytic(epsilon, delta, sensitivity)
-            noisy = noise.gaussian(sums, sigma=sigma, rng=random)
-            event = GaussianEvent(div_down(sigma, sensitivity))
-            noise_sd = sigma
+            noisy = noise.gaussian(sums, sigma=spec.scale, rng=random)
             self.guarantee_ = ApproxDP(epsilon, delta)
+        noise_sd = math.sqrt(2.0) * spec.scale if spec.laplace else spec.scale
+        event = spec.event
         gram = np.zeros((augmented.shape[1], augmented.shape[1]))
         gram[rows, cols] = np.asarray(noisy, dtype=np.float64)
         predictors = augmented.shape[1] - 1
@@ -196,6 +194,28 @@ class LinearRegression(DPModelMixin, RegressorMixin, BaseEstimator):  # type: ig
             clipped @ self.coef_ + self.intercept_, self._y_lower, self._y_upper
         )
         return prediction
+
+
+class _Noise(NamedTuple):
+    """Laplace (scale) or Gaussian (sigma) noise on the Gram entries, and its event."""
+
+    laplace: bool
+    scale: float
+    event: Event
+
+
+def _noise(epsilon: float, delta: float, entries: int) -> _Noise:
+    """Noise for ``entries`` released sums of terms in [-1 - s/2, 1 + s/2] each."""
+    per_entry = 1.0 + grid_step(1.0) / 2  # a rounded product's largest magnitude
+    if delta == 0.0:
+        sensitivity = up(entries * per_entry, 4)
+        scale, laplace_event = laplace_for(sensitivity, epsilon)
+        return _Noise(True, scale, laplace_event)
+    sensitivity = up(math.sqrt(entries) * per_entry, 4)
+    # The analytic sigma is rounded up; the event's multiplier sigma / s rounded down
+    # can only overstate the cost.
+    sigma = gaussian_sigma_analytic(epsilon, delta, sensitivity)
+    return _Noise(False, sigma, GaussianEvent(div_down(sigma, sensitivity)))
 
 
 def _check_alpha(alpha: Any, owner: str) -> float | None:

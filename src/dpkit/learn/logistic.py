@@ -51,6 +51,7 @@ class _NoisePlan:
     count_sigma: float
     noise_multiplier: float
     event: Event
+    total_sigma: float
 
 
 def _plan(epsilon: float, delta: float, steps: int, rate: float) -> _NoisePlan:
@@ -72,7 +73,7 @@ def _plan(epsilon: float, delta: float, steps: int, rate: float) -> _NoisePlan:
     if rate == 1.0:
         multiplier = up(sigma * math.sqrt(steps / (1.0 - COUNT_SHARE)), 4)
         event = ComposedEvent((count, RepeatedEvent(GaussianEvent(multiplier), steps)))
-        return _NoisePlan(count_sigma, multiplier, event)
+        return _NoisePlan(count_sigma, multiplier, event, sigma)
 
     from dpkit.accounting.calibrate import calibrate
     from dpkit.accounting.pld import PLDAccountant
@@ -89,7 +90,7 @@ def _plan(epsilon: float, delta: float, steps: int, rate: float) -> _NoisePlan:
         target_delta=delta,
         bracket=(upper * 1e-3, upper),
     )
-    return _NoisePlan(count_sigma, multiplier, make_event(multiplier))
+    return _NoisePlan(count_sigma, multiplier, make_event(multiplier), sigma)
 
 
 def _poisson_mask(rows: int, rate: float, rng: Random) -> npt.NDArray[np.bool_]:
@@ -202,6 +203,28 @@ class LogisticRegression(DPModelMixin, ClassifierMixin, BaseEstimator):  # type:
         self.rng = rng
 
     # -- fitting --------------------------------------------------------------------
+
+    def privacy_event(self, n_features: int | None = None) -> Event:
+        """The event ``fit`` will have with the current parameters (no data needed).
+
+        With full batches it is one ``GaussianEvent(s)``, ``s`` the analytic multiplier
+        for (epsilon, delta): the count and the steps compose exactly to a Gaussian
+        mechanism with ``1/s'^2 = 1/s_n^2 + max_iter/m^2 <= 1/s^2`` (Dong, Roth & Su 2022,
+        Cor. 3.3; the parts are rounded up from ``s``), whatever ``max_iter``. ``fit``
+        records the step-by-step form.
+        ``n_features`` is accepted for symmetry with the other models (unused).
+        """
+        plan = self._plan("LogisticRegression.privacy_event")
+        if self.sampling_rate == 1.0:
+            # The parts were rounded up from this sigma, so they compose to at least it.
+            return GaussianEvent(plan.total_sigma)
+        return plan.event
+
+    def _plan(self, owner: str) -> _NoisePlan:
+        epsilon, delta = check_privacy(self.epsilon, self.delta, owner, allow_zero_delta=False)
+        steps = check.check_count(self.max_iter, "max_iter", owner)
+        rate = check.check_probability(self.sampling_rate, "sampling_rate", owner, open_low=True)
+        return _plan(epsilon, delta, steps, rate)
 
     def fit(self, X: Any, y: Any) -> LogisticRegression:
         """Train on ``X`` (rows x features) and binary ``y``; spends (epsilon, delta)."""

@@ -9,6 +9,7 @@ import numpy.typing as npt
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from dpkit import _validation as check
+from dpkit.accounting.events import Event
 from dpkit.accounting.guarantees import PureDP
 from dpkit.errors import DataError, InvalidParameter
 from dpkit.learn._base import (
@@ -86,6 +87,13 @@ class GaussianNB(DPModelMixin, ClassifierMixin, BaseEstimator):  # type: ignore[
         self.var_smoothing = var_smoothing
         self.shares = shares
         self.rng = rng
+
+    def privacy_event(self, n_features: int) -> Event:
+        """The event ``fit`` will have on ``n_features`` columns (no data needed)."""
+        owner = "GaussianNB.privacy_event"
+        epsilon = check.check_epsilon(self.epsilon, owner)
+        features = check.check_count(n_features, "n_features", owner)
+        return moment_scales(epsilon, features, _check_shares(self.shares, owner)).event
 
     def fit(self, X: Any, y: Any) -> GaussianNB:
         """Estimate the class statistics from ``X`` and ``y``; spends epsilon."""

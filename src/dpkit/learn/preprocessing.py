@@ -8,7 +8,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 
 from dpkit import _validation as check
-from dpkit.accounting.events import NoOpEvent
+from dpkit.accounting.events import Event, NoOpEvent
 from dpkit.accounting.guarantees import PureDP
 from dpkit.errors import DataError, InvalidParameter
 from dpkit.learn._base import DPModelMixin, FloatArray, check_bounds, check_features
@@ -69,6 +69,13 @@ class StandardScaler(DPModelMixin, TransformerMixin, BaseEstimator):  # type: ig
         self.with_std = with_std
         self.min_std = min_std
         self.rng = rng
+
+    def privacy_event(self, n_features: int) -> Event:
+        """The event ``fit`` will have on ``n_features`` columns (no data needed)."""
+        owner = "StandardScaler.privacy_event"
+        epsilon = check.check_epsilon(self.epsilon, owner)
+        features = check.check_count(n_features, "n_features", owner)
+        return moment_scales(epsilon, features, DEFAULT_SHARES).event
 
     def fit(self, X: Any, y: Any = None) -> StandardScaler:
         """Release the means and standard deviations of ``X``; spends epsilon."""

@@ -43,6 +43,7 @@ from dpkit.selection.private_candidates import (
 )
 from dpkit.selection.sparse_vector import SparseVector, SparseVectorStream, sparse_vector
 from dpkit.selection.tree import select_by_tree
+from dpkit.selection.tuning import TuneResult, tune
 
 __all__ = [
     "Candidate",
@@ -52,6 +53,7 @@ __all__ = [
     "Selected",
     "SparseVector",
     "SparseVectorStream",
+    "TuneResult",
     "exponential",
     "noisy_binary_search",
     "permute_and_flip",
@@ -62,4 +64,5 @@ __all__ = [
     "sparse_vector",
     "thresholding",
     "thresholding_event",
+    "tune",
 ]
