@@ -16,17 +16,27 @@ warm runs (``_harness.compare``), in this one process.
 
 Goal: within 0.1% of dp_accounting's epsilon, never below the true epsilon, at most
 half of dp_accounting's time and no slower than the PRV accountant.
-Run: ``python benchmarks/bench_pld.py`` (about a minute on 2 cores).
+
+Second workload (issue 20, small deltas): sigma 0.8, q 1e-3, T = 10^4 and 10^5,
+delta = 1e-5 and 1e-8, where dpkit's former a-priori FFT bound returned ``inf``.
+prv_accountant runs with ``eps_error=0.01`` and ``delta_error=delta/1000`` (its
+interval is then at most ~0.02 wide; dpkit's certified value is checked to lie in
+it). Three timed runs per case. The table is also written to
+``benchmarks/results/pld_small_delta.md``.
+Run: ``python benchmarks/bench_pld.py`` (a few minutes on 2 cores; ``--small-delta``
+runs only the second workload).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import sys
+from pathlib import Path
 
 import dp_accounting
 from dp_accounting.pld import pld_privacy_accountant
 
-from _harness import compare, print_table
+from _harness import compare, format_table, print_table
 from dpkit.accounting import GaussianEvent, PoissonSampledEvent
 from dpkit.accounting.pld import PLDAccountant
 
@@ -116,5 +126,76 @@ def main() -> None:
             print(f"dpkit no slower than prv_accountant: {faster}")
 
 
+SMALL_SIGMA, SMALL_Q = 0.8, 1e-3
+RESULTS = Path(__file__).parent / "results" / "pld_small_delta.md"
+
+
+def _dpkit_small(steps: int, delta: float) -> float:
+    event = PoissonSampledEvent(GaussianEvent(SMALL_SIGMA), SMALL_Q)
+    return PLDAccountant().compose(event, count=steps).get_epsilon(delta)
+
+
+def _dp_accounting_small(steps: int, delta: float) -> float:
+    accountant = pld_privacy_accountant.PLDAccountant()
+    event = dp_accounting.PoissonSampledDpEvent(SMALL_Q, dp_accounting.GaussianDpEvent(SMALL_SIGMA))
+    accountant.compose(dp_accounting.SelfComposedDpEvent(event, steps))
+    return float(accountant.get_epsilon(delta))
+
+
+def _prv_small(steps: int, delta: float) -> tuple[float, float, float]:
+    from prv_accountant import PoissonSubsampledGaussianMechanism, PRVAccountant
+
+    mechanism = PoissonSubsampledGaussianMechanism(
+        noise_multiplier=SMALL_SIGMA, sampling_probability=SMALL_Q
+    )
+    accountant = PRVAccountant(
+        prvs=mechanism, max_self_compositions=steps, eps_error=0.01, delta_error=delta / 1000
+    )
+    lower, estimate, upper = accountant.compute_epsilon(delta=delta, num_self_compositions=steps)
+    return float(lower), float(estimate), float(upper)
+
+
+def small_delta_main() -> None:
+    lines = [
+        "# PLD accounting at small deltas (issue 20)",
+        "",
+        f"Poisson-subsampled Gaussian, sigma {SMALL_SIGMA}, q {SMALL_Q}; "
+        "`python benchmarks/bench_pld.py --small-delta`.",
+        "",
+        "| T | delta | dpkit (certified) | dp_accounting | PRV lower | PRV estimate | "
+        "PRV upper | dpkit in PRV's interval |",
+        "|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    tables = []
+    for steps in (10_000, 100_000):
+        for delta in (1e-5, 1e-8):
+            ours = _dpkit_small(steps, delta)
+            theirs = _dp_accounting_small(steps, delta)
+            lower, estimate, upper = _prv_small(steps, delta)
+            inside = lower <= ours <= upper
+            lines.append(
+                f"| {steps} | {delta:g} | {ours:.5f} | {theirs:.5f} | {lower:.5f} | "
+                f"{estimate:.5f} | {upper:.5f} | {inside} |"
+            )
+            results = compare(
+                {
+                    "dp_accounting PLD": lambda s=steps, d=delta: _dp_accounting_small(s, d),
+                    "dpkit PLD": lambda s=steps, d=delta: _dpkit_small(s, d),
+                    "prv_accountant": lambda s=steps, d=delta: _prv_small(s, d),
+                },
+                baseline="dp_accounting PLD",
+                repeat=3,
+                number=1,
+            )
+            tables.append(
+                format_table(results, title=f"T = {steps}, delta = {delta:g}", unit="accountings")
+            )
+    text = "\n".join(lines) + "\n\n" + "\n\n".join(tables) + "\n"
+    print(text)
+    RESULTS.write_text(text, encoding="utf-8")
+
+
 if __name__ == "__main__":
-    main()
+    if "--small-delta" not in sys.argv:
+        main()
+    small_delta_main()
