@@ -201,7 +201,17 @@ class BucketedNoise(Mechanism):
         return check_counts(value, "BucketedNoise.release")
 
     def _sample(self, value: npt.NDArray[np.float64], rng: Random) -> Any:
-        sizes = np.asarray(self._bucketing._sample(value, rng), dtype=np.float64)
+        bucketing = self._bucketing
+        sizes = np.asarray(
+            noise.truncated_laplace(
+                value,
+                scale=bucketing.scale,
+                bound=bucketing.bound,
+                granularity=bucketing.granularity,
+                rng=rng,
+            ),
+            dtype=np.float64,
+        )
         levels = self.level(sizes)
         out = np.empty_like(value)
         # one exact Gaussian draw per group, at its level's scale (dpkit.noise)

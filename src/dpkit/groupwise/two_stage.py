@@ -121,7 +121,11 @@ class TwoStageNoise(Mechanism):
         return check_counts(value, "TwoStageNoise.release")
 
     def _sample(self, value: npt.NDArray[np.float64], rng: Random) -> Any:
-        first = np.asarray(self._first_stage._sample(value, rng), dtype=np.float64)
+        stage = self._first_stage  # the Gaussian mechanism, exact and grid-released
+        first = np.asarray(
+            noise.gaussian(value, sigma=stage.sigma, granularity=stage.granularity, rng=rng),
+            dtype=np.float64,
+        )
         if self.relative_error == 0.0:
             return first
         # Post-processing of the private X only (Bun & Steinke 2016, Lemma 1.8); the
