@@ -29,11 +29,12 @@ Why it works (our derivation, every step a textbook theorem):
 * For the whole release (any group): ``sigma_j >= sigma_0``, so the event is the
   truncated Laplace event composed with ``GaussianEvent(sigma_0)``.
 
-Why bounded noise in step 1: with full-support noise (Gaussian, Laplace), the
-smallest level has positive probability for every count, and the Renyi divergence of
-order ``a`` of the pair (bucket, release) grows like ``a^2`` times the largest
-per-level cost, so no per-group zCDP bound below the worst level's can hold (see
-``docs/groupwise.md``). Truncated noise rules those levels out; the price is delta_1.
+Why bounded noise in step 1: with full-support noise the smallest level has positive
+probability for every count. For a pure eps_1-DP step 1 (Laplace), ``(q/p)^(a-1) >=
+e^-(a-1) eps_1`` gives ``D_a >= a rho_max - eps_1 + ln P(lowest level) / (a - 1)`` for
+the pair (bucket, release), so ``D_a / a`` tends to the worst level's cost ``rho_max``
+and no per-group zCDP bound below it can hold (see ``docs/groupwise.md``). Truncated
+noise rules those levels out; the price is delta_1.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ import numpy.typing as npt
 from dpkit import _validation as check
 from dpkit import noise
 from dpkit.accounting._math.gaussian import gaussian_epsilon
-from dpkit.accounting._math.rounding import sum_up
+from dpkit.accounting._math.rounding import down, sum_up
 from dpkit.accounting.events import ComposedEvent, Event, GaussianEvent
 from dpkit.accounting.guarantees import ZCDP, ApproxDP
 from dpkit.errors import InvalidParameter
@@ -153,8 +154,12 @@ class BucketedNoise(Mechanism):
         ``(size_epsilon + eps_G(sigma_j(x), delta - size_delta), delta)``-DP."""
         x = check.check_count(count, "count", "BucketedNoise.group_guarantee", minimum=0)
         lowest = float(self.level_sigma(self.level(x - 2.0 - self.bound)))
-        gaussian = gaussian_epsilon(lowest, self.delta - self.size_delta)
+        gaussian = gaussian_epsilon(lowest, self._gaussian_delta())
         return ApproxDP(sum_up((self.size_epsilon, gaussian)), self.delta)
+
+    def _gaussian_delta(self) -> float:
+        # rounded down: a smaller delta_2 only overstates the Gaussian's epsilon
+        return down(self.delta - self.size_delta)
 
     def expected_absolute_error(self, count: int) -> float:
         """``E|Y - x| = sqrt(2/pi) E[sigma_j(S)]`` with ``S = x + T``, exactly: the
@@ -185,7 +190,7 @@ class BucketedNoise(Mechanism):
 
     @property
     def guarantee(self) -> ApproxDP | ZCDP:
-        gaussian = gaussian_epsilon(self.sigma, self.delta - self.size_delta)
+        gaussian = gaussian_epsilon(self.sigma, self._gaussian_delta())
         return ApproxDP(sum_up((self.size_epsilon, gaussian)), self.delta)
 
     def release(
