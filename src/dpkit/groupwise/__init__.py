@@ -10,7 +10,8 @@
   "effective rho" curve: numerical evidence, not a guarantee; never used by accounting.
 """
 
+from dpkit.groupwise import analysis
 from dpkit.groupwise.bucketed import BucketedNoise
 from dpkit.groupwise.two_stage import TwoStageNoise, two_stage_noise
 
-__all__ = ["BucketedNoise", "TwoStageNoise", "two_stage_noise"]
+__all__ = ["BucketedNoise", "TwoStageNoise", "analysis", "two_stage_noise"]
