@@ -106,12 +106,18 @@ def test_optimal_composition_pure_target_zero() -> None:
 
 
 def test_advanced_composition_formula() -> None:
+    # Kairouz, Oh & Viswanath 2015, Thm 3.4 (issue 20: was Dwork-Rothblum-Vadhan).
     eps, k, dp = 0.1, 100, 1e-6
     got = advanced_composition(eps, 1e-8, k, dp)
-    expected = math.sqrt(2 * k * math.log(1 / dp)) * eps + k * eps * math.expm1(eps)
+    drift = k * eps * math.tanh(eps / 2)
+    near = drift + eps * math.sqrt(2 * k * math.log(math.e + math.sqrt(k) * eps / dp))
+    expected = min(near, drift + eps * math.sqrt(2 * k * math.log(1 / dp)))
     assert got.epsilon == pytest.approx(expected, rel=1e-13)
     assert got.epsilon >= expected
-    assert got.delta == pytest.approx(k * 1e-8 + dp, rel=1e-14)
+    drv = math.sqrt(2 * k * math.log(1 / dp)) * eps + k * eps * math.expm1(eps)
+    assert got.epsilon < drv
+    assert got.delta == pytest.approx(1 - (1 - 1e-8) ** k * (1 - dp), rel=1e-12)
+    assert got.delta <= k * 1e-8 + dp
 
 
 def test_advanced_composition_never_worse_than_basic() -> None:
