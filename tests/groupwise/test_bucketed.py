@@ -144,3 +144,8 @@ def test_group_methods_refuse_bad_counts() -> None:
         with pytest.raises(InvalidParameter):
             call(2.5)  # type: ignore[arg-type]
     assert isinstance(dp.groupwise.BucketedNoise, type)
+
+
+def test_wrapper() -> None:
+    release = dp.groupwise.bucketed_noise([5, 5000], rho=0.005, relative_error=0.3, rng=seeded(3))
+    assert release.guarantee == mechanism().guarantee and release.value.shape == (2,)

@@ -11,7 +11,7 @@
 """
 
 from dpkit.groupwise import analysis
-from dpkit.groupwise.bucketed import BucketedNoise
+from dpkit.groupwise.bucketed import BucketedNoise, bucketed_noise
 from dpkit.groupwise.two_stage import TwoStageNoise, two_stage_noise
 
-__all__ = ["BucketedNoise", "TwoStageNoise", "analysis", "two_stage_noise"]
+__all__ = ["BucketedNoise", "TwoStageNoise", "analysis", "bucketed_noise", "two_stage_noise"]

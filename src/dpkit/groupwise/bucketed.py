@@ -59,7 +59,7 @@ from dpkit.mechanisms.gaussian import Gaussian
 from dpkit.mechanisms.truncated_laplace import TruncatedLaplace
 from dpkit.random import Random, RandomLike
 
-__all__ = ["BucketedNoise"]
+__all__ = ["BucketedNoise", "bucketed_noise"]
 
 # E|N(0, s^2)| = s sqrt(2/pi): a level s <= kappa x has expected error < r x. The
 # factor 1 - 1e-9 absorbs the rounding of the float products (a few ulps).
@@ -94,6 +94,15 @@ class BucketedNoise(Mechanism):
     --------
     :meth:`expected_absolute_error` (exact, from the truncated Laplace law). No
     public error bound is attached to a release (the scale depends on the data).
+
+    Examples
+    --------
+    >>> import dpkit as dp
+    >>> m = dp.groupwise.BucketedNoise(rho=0.005, relative_error=0.3)
+    >>> round(m.group_guarantee(10).epsilon, 3), round(m.group_guarantee(10**5).epsilon, 3)
+    (0.497, 0.1)
+    >>> m.expected_absolute_error(1000) < 0.3 * 1000
+    True
     """
 
     def __init__(
@@ -228,3 +237,14 @@ class BucketedNoise(Mechanism):
 
     def _repr_fields(self) -> tuple[str, ...]:
         return ("rho", "relative_error", "size_epsilon", "size_delta", "growth", "delta")
+
+
+def bucketed_noise(
+    counts: npt.ArrayLike,
+    *,
+    rho: float,
+    relative_error: float,
+    rng: RandomLike | None = None,
+) -> Release[Any]:
+    """Release per-group counts with :class:`BucketedNoise` (default bucketing parameters)."""
+    return BucketedNoise(rho=rho, relative_error=relative_error).release(counts, rng=rng)
