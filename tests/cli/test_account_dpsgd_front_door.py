@@ -118,3 +118,18 @@ def test_replace_relation_needs_a_pld_accountant() -> None:
     assert result.exit_code == 2 and "--accountant pld or prv" in result.output
     bad = runner.invoke(app, ["account", "dpsgd", *args[:4], "--relation", "swap", *_SIGMA])
     assert bad.exit_code == 2 and "--relation must be one of" in " ".join(bad.output.split())
+
+
+def test_fpr_bounds_every_membership_attack() -> None:
+    from dpkit.accounting import GaussianEvent, PoissonSampledEvent
+    from dpkit.accounting.pld import PLDAccountant
+    from dpkit.accounting.tradeoff import max_true_positive_rate
+
+    args = ("--sampling-rate", "0.01", "--steps", "100", "--noise-multiplier", "1.0")
+    payload = _run("dpsgd", *args, "--delta", "1e-5", "--accountant", "pld",
+                   "--fpr", "0.001", "--fpr", "0.1")  # fmt: skip
+    step = PoissonSampledEvent(GaussianEvent(1.0), 0.01)
+    expected = max_true_positive_rate(PLDAccountant().compose(step, count=100), [0.001, 0.1])
+    assert payload["max_true_positive_rate"] == {"0.001": expected[0], "0.1": expected[1]}
+    bad = runner.invoke(app, ["account", "dpsgd", *args, "--delta", "1e-5", "--fpr", "nan"])
+    assert bad.exit_code == 2 and "--fpr must be" in bad.output

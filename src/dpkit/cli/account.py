@@ -23,6 +23,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 from rich.console import Console
 
+from dpkit.cli._dpsgd import attack_bounds, replace_epsilon, replace_sigma
 from dpkit.errors import DPError
 
 __all__ = ["account_app"]
@@ -66,6 +67,14 @@ RelationOption = Annotated[
     ),
 ]
 _RELATIONS = ("add_remove", "replace")
+FprOption = Annotated[
+    list[float] | None,
+    typer.Option(
+        "--fpr",
+        help="Also bound the true-positive rate of any membership-inference attack at this "
+        "false-positive rate (f-DP; repeatable).",
+    ),
+]
 
 
 def _fail(message: str) -> NoReturn:
@@ -142,50 +151,6 @@ def _check_relation(relation: str, accountant: str) -> None:
         _fail("--relation replace needs --accountant pld or prv (a PLD analysis).")
 
 
-def _replace_step(rate: float, sigma: float) -> Any:
-    from dpkit.accounting import GaussianEvent, PoissonSampledEvent
-
-    return PoissonSampledEvent(GaussianEvent(sigma), rate)
-
-
-def _replace_epsilon(rate: float, sigma: float, steps: int, delta: float) -> float:
-    """Epsilon under replace-one: the PLD accountant's replace-one sampled Gaussian."""
-    from dpkit import _validation as check
-    from dpkit.accounting.pld import PLDAccountant
-
-    owner = "dpkit account dpsgd"
-    count = check.check_count(steps, "steps", owner)
-    delta = check.check_delta(delta, owner, allow_zero=False)
-    step = _replace_step(rate, check.check_positive(sigma, "noise_multiplier", owner))
-    return PLDAccountant(relation="replace").compose(step, count=count).get_epsilon(delta)
-
-
-def _replace_sigma(rate: float, steps: int, epsilon: float, delta: float) -> float:
-    """The smallest noise multiplier meeting (epsilon, delta) under replace-one."""
-    from dpkit.accounting import RepeatedEvent
-    from dpkit.accounting.calibrate import calibrate, dpsgd_noise_multiplier
-    from dpkit.accounting.pld import PLDAccountant
-
-    # Replacing one example moves the sum by at most twice what adding one does, so
-    # twice the add/remove multiplier suffices; the answer lies between its quarter
-    # and that (calibrate only returns a point it has checked).
-    add_remove = dpsgd_noise_multiplier(
-        sampling_probability=rate, steps=steps, target_epsilon=epsilon, delta=delta
-    )
-
-    def make_event(sigma: float) -> Any:
-        step = _replace_step(rate, sigma)
-        return step if steps == 1 else RepeatedEvent(step, steps)
-
-    return calibrate(
-        lambda: PLDAccountant(relation="replace"),
-        make_event,
-        target_epsilon=epsilon,
-        target_delta=delta,
-        bracket=(add_remove / 4, add_remove * 2.02),
-    )
-
-
 def _library_accountant(name: str) -> str:
     return "pld" if name == "prv" else name
 
@@ -205,6 +170,7 @@ def dpsgd(
     dataset_size: DatasetOption = None,
     accountant: AccountantOption = "rdp",
     relation: RelationOption = "add_remove",
+    fpr: FprOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Epsilon of DP-SGD (Poisson-subsampled Gaussian steps)."""
@@ -215,7 +181,7 @@ def dpsgd(
 
     try:
         if relation == "replace":
-            epsilon = _replace_epsilon(rate, noise_multiplier, count, delta)
+            epsilon = replace_epsilon(rate, noise_multiplier, count, delta)
         else:
             epsilon = dpsgd_epsilon(
                 sampling_probability=rate,
@@ -224,9 +190,10 @@ def dpsgd(
                 delta=delta,
                 accountant=_library_accountant(accountant),
             )
+        tprs = attack_bounds(accountant, relation, rate, noise_multiplier, count, fpr or [])
     except DPError as err:
         _fail(str(err))
-    payload = {
+    payload: dict[str, Any] = {
         "epsilon": epsilon,
         "delta": delta,
         "accountant": accountant,
@@ -240,6 +207,12 @@ def dpsgd(
         f"DP-SGD with q={rate:g}, noise multiplier {noise_multiplier:g}, {count} steps:",
         f"  ({epsilon:.6g}, {delta:g})-DP  [accountant: {_shown(accountant)}; {neighbours}]",
     ]
+    if fpr:
+        payload["max_true_positive_rate"] = dict(zip(map(str, fpr), tprs, strict=True))
+        lines += [
+            f"  any membership attack at FPR {f:g} has TPR <= {t:.4g} (f-DP)"
+            for f, t in zip(fpr, tprs, strict=True)
+        ]
     _emit(payload, lines, as_json)
 
 
@@ -264,7 +237,7 @@ def calibrate(
 
     try:
         if relation == "replace":
-            sigma = _replace_sigma(rate, count, epsilon, delta)
+            sigma = replace_sigma(rate, count, epsilon, delta)
         else:
             sigma = dpsgd_noise_multiplier(
                 sampling_probability=rate,
