@@ -26,8 +26,9 @@ serves both orderings.
 **Tightness.** The envelope is exact for one run. For ``k`` runs the true worst case is
 a maximum over two-point pairs with per-run ``t_i`` (DDR20, Thm 3.4); the composed
 envelope is an upper bound on it. Its KL divergence, ``0.16395`` at ``eps = 1`` against
-``0.12330`` for the best two-point pair, shows the gap: for long compositions of the
-exponential mechanism alone, the RDP bound of bounded range can be the tighter one.
+``0.12330`` for the best two-point pair, shows the gap: for the exponential mechanism
+alone, the RDP bound of bounded range is tighter from two runs on; the PLD wins when
+it is composed with Gaussian or subsampled steps.
 
 **Discretisation.** On a grid interval ``[a, b]`` the pair satisfies
 ``Q[a, b] = P[a, b] e^{-(a + b)/2}`` exactly, so for connect-the-dots (which only sees
