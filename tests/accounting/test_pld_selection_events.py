@@ -13,6 +13,8 @@ import math
 
 import mpmath
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dpkit.accounting import (
     ExponentialMechanismEvent,
@@ -157,3 +159,21 @@ def test_the_exponential_mechanism_itself_reaches_the_envelope(eps_prime: float)
     instances = [_em_instance_delta(1.0, up, 400, eps_prime) for up in range(1, 400)]
     assert max(instances) <= got
     assert max(instances) >= 0.99 * got
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    epsilon=st.floats(0.01, 5.0),
+    t=st.floats(0.0, 1.0),
+    fraction=st.floats(-1.5, 1.2),
+    h=st.sampled_from([1e-3, 1e-4]),
+)
+def test_discretised_envelope_dominates_every_two_point_pair(
+    epsilon: float, t: float, fraction: float, h: float
+) -> None:
+    # Property: for any bounded-range parameter t and any real eps', the discretised
+    # PLD's delta (plus its slack) is at least the two-point pair's.
+    pmf = bounded_range_pmf(epsilon, h)
+    eps_prime = fraction * epsilon
+    pair = _two_point_delta(epsilon, min(max(t, 1e-9), 1 - 1e-9), eps_prime)
+    assert hockey_stick(pmf, eps_prime) + pmf.slack >= pair * (1 - 1e-12) - 1e-15
