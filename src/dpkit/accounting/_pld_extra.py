@@ -18,7 +18,7 @@ Kept apart from ``pld.py`` so that the accountant gains events by two calls:
 - :class:`MixtureOfGaussiansEvent` (add/remove, at most 64 components): both
   orderings of ``N(0)`` against the mixture
   (:mod:`dpkit.accounting._math.pld.mixture_gaussian`).
-- :class:`PermuteAndFlipEvent`: ``eps``-DP (McKenna & Sheldon 2020, Thm 1), as binary
+- :class:`PermuteAndFlipEvent`: ``eps``-DP (McKenna & Sheldon 2020), as binary
   randomized response, the PLD dominating every ``eps``-DP mechanism (Kairouz, Oh &
   Viswanath 2015). Permute-and-flip is not known to be bounded range, so nothing
   tighter is claimed.

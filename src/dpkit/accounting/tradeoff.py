@@ -3,11 +3,11 @@
 An adversary who sees a mechanism's output tests ``H0: the input was D`` against
 ``H1: it was D'``. A mechanism is ``f``-DP when every such test with type I error
 (false-positive rate) ``alpha`` has type II error (false-negative rate) at least
-``f(alpha)`` (Dong, Roth & Su 2022, Def. 2.3): its power ``1 - f(alpha)`` is the
+``f(alpha)`` (Dong, Roth & Su 2022): its power ``1 - f(alpha)`` is the
 largest true-positive rate any membership-inference attack can reach at that FPR.
 
 - ``(eps, delta)``-DP is exactly ``f``-DP with ``f_{eps,delta}(alpha) =
-  max(0, 1 - delta - e^eps alpha, e^{-eps} (1 - delta - alpha))`` (DRS22, Prop. 2.5;
+  max(0, 1 - delta - e^eps alpha, e^{-eps} (1 - delta - alpha))`` (DRS22;
   Wasserman & Zhou 2010), and a mechanism that is ``(eps, delta(eps))``-DP for every
   ``eps`` in a set is ``f``-DP with the pointwise maximum of those curves (each
   statement alone holds, so their conjunction does). :func:`tradeoff_curve` applies
@@ -15,10 +15,10 @@ largest true-positive rate any membership-inference attack can reach at that FPR
   bounds and only finitely many eps are used, the curve is a *lower* bound on the true
   trade-off function, the safe side (it overstates the adversary's power).
 - ``mu``-Gaussian DP (GDP): ``G_mu(alpha) = Phi(Phi^{-1}(1 - alpha) - mu)``, the
-  trade-off of ``N(0, 1)`` against ``N(mu, 1)`` (DRS22, Def. 2.7). The Gaussian
+  trade-off of ``N(0, 1)`` against ``N(mu, 1)`` (DRS22). The Gaussian
   mechanism with noise multiplier ``sigma`` is exactly ``1/sigma``-GDP and ``k`` runs
-  compose to ``sqrt(k)/sigma`` (DRS22, Thm 2.7, Cor. 3.3). :func:`gdp_mu` states it;
-  the central-limit "GDP accountant" for subsampled steps (DRS22, Thm 3.6) is an
+  compose to ``sqrt(k)/sigma`` (DRS22). :func:`gdp_mu` states it;
+  the central-limit "GDP accountant" for subsampled steps (DRS22) is an
   approximation, not a bound, and dpkit does not offer it.
 """
 
@@ -79,7 +79,7 @@ def approx_dp_tradeoff(
     """The trade-off curve of ``(epsilon, delta)``-DP at type I errors ``alpha``.
 
     ``f(alpha) = max(0, 1 - delta - e^eps alpha, e^{-eps} (1 - delta - alpha))``
-    (Dong, Roth & Su 2022, Prop. 2.5): a mechanism is (epsilon, delta)-DP exactly when
+    (Dong, Roth & Su 2022): a mechanism is (epsilon, delta)-DP exactly when
     no test has type II error below this at type I error ``alpha``. Lowered by 1e-12
     against float error (a lower curve is the safe side).
 
@@ -98,7 +98,7 @@ def approx_dp_tradeoff(
 def gaussian_tradeoff(alpha: float | Sequence[float] | FloatArray, *, mu: float) -> FloatArray:
     """``G_mu(alpha) = Phi(Phi^{-1}(1 - alpha) - mu)``: the ``mu``-GDP trade-off curve.
 
-    Dong, Roth & Su 2022, Def. 2.7. Lowered by 1e-12 (the safe side).
+    Dong, Roth & Su 2022. Lowered by 1e-12 (the safe side).
 
     Examples
     --------
@@ -118,7 +118,7 @@ def gaussian_tradeoff(alpha: float | Sequence[float] | FloatArray, *, mu: float)
 def gdp_mu(*, noise_multiplier: float, count: int = 1) -> float:
     """``mu`` of ``count`` runs of the Gaussian mechanism: exactly ``sqrt(count) / sigma``.
 
-    Dong, Roth & Su 2022, Thm 2.7 (one run) and Cor. 3.3 (composition: ``mu`` adds in
+    Dong, Roth & Su 2022 (one run; under composition ``mu`` adds in
     quadrature). Rounded up (a larger mu is the safe side).
 
     Examples
@@ -153,7 +153,7 @@ def tradeoff_curve(
     1e-12) of ``f_{eps, delta(eps)}`` with ``delta(eps) = accountant.get_delta(eps)``.
     Privacy guarantee: every membership test on the composed mechanisms with type I
     error ``alpha`` has type II error at least the returned value (Dong, Roth & Su
-    2022, Prop. 2.5 applied at each eps). Tight when the grid is fine and the
+    2022, applied at each eps). Tight when the grid is fine and the
     accountant is (the PLD accountant's profile determines the exact curve of a
     symmetric pair).
 

@@ -130,7 +130,7 @@ def _draw_tradeoff(ax: Axes, result: AuditResult, claimed_epsilon: float | None)
     """The hypothesis-testing view: the audit's test against trade-off curves.
 
     An ``(eps, delta)``-DP mechanism admits no test with false-negative rate below
-    ``f_{eps,delta}(false-positive rate)`` (Dong, Roth & Su 2022, Prop. 2.5). The
+    ``f_{eps,delta}(false-positive rate)`` (Dong, Roth & Su 2022). The
     audit's test is drawn at its observed rates and at their Clopper-Pearson upper
     bounds; the corner below the claimed curve is what refutes the claim.
     """

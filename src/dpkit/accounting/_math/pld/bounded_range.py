@@ -2,13 +2,13 @@
 
 A mechanism is ``eps``-bounded range (BR) when, for every pair of neighbours, its privacy
 loss takes values in an interval ``[-t eps, (1 - t) eps]`` for some ``t`` in ``[0, 1]``
-(Durfee & Rogers 2019, Def. 3.1). The exponential mechanism with parameter ``eps`` is
-``eps``-BR (their Lemma 3.2), and so is report-noisy-max with Gumbel noise.
+(Durfee & Rogers 2019). The exponential mechanism with parameter ``eps`` is
+``eps``-BR (same paper), and so is report-noisy-max with Gumbel noise.
 
 **The worst case for one run.** With ``t`` fixed, ``delta(eps') = E_P[(1 - e^{eps'} Y)_+]``
 with ``Y = e^{-L}`` in ``[e^{-(1-t) eps}, e^{t eps}]`` and ``E_P[Y] = 1``; the integrand is
 convex in ``Y``, so the two-point law at the ends maximises it (Dong, Durfee & Rogers
-2020, Lemma 3.3): ``delta_t(x) = (s - 1)(u - x s) / (s (u - 1))`` with ``u = e^eps``,
+2020): ``delta_t(x) = (s - 1)(u - x s) / (s (u - 1))`` with ``u = e^eps``,
 ``s = e^{t eps}``, ``x = e^{eps'}``. Maximising over ``s`` (at ``s = sqrt(u / x)``,
 feasible for ``eps'`` in ``[-eps, eps]``) gives the envelope::
 
@@ -16,15 +16,15 @@ feasible for ``eps'`` in ``[-eps, eps]``) gives the envelope::
 
 ``1 - e^{eps'}`` below ``-eps`` and ``0`` above ``eps`` (derived here; checked against
 the two-point pairs in the tests). The envelope is convex in ``e^{eps'}``, so it is the
-profile of a pair ``(P, Q)`` (Zhu, Dong & Wang 2022, Sec. 3), which therefore dominates
-every ``eps``-BR mechanism, and composing such pairs dominates the adaptive composition
-(ZDW22, Thm 10). Differentiating, ``Q[L > l] = -delta'(e^l) = (e^{(eps - l)/2} - 1) /
-(e^eps - 1)``: under ``P`` the loss has density ``e^{(eps + l)/2} / (2 (e^eps - 1))`` on
-``[-eps, eps]``. It is symmetric (``-L`` under ``Q`` has the same law), so one PLD
+profile of a pair ``(P, Q)`` (Zhu, Dong & Wang 2022), which therefore dominates
+every ``eps``-BR mechanism, and composing such pairs dominates the adaptive
+composition (ZDW22, composition of dominating pairs). Differentiating,
+``Q[L > l] = -delta'(e^l) = (e^{(eps - l)/2} - 1) / (e^eps - 1)``: under ``P`` the
+loss has density ``e^{(eps + l)/2} / (2 (e^eps - 1))`` on ``[-eps, eps]``. It is symmetric (``-L`` under ``Q`` has the same law), so one PLD
 serves both orderings.
 
 **Tightness.** The envelope is exact for one run. For ``k`` runs the true worst case is
-a maximum over two-point pairs with per-run ``t_i`` (DDR20, Thm 3.4); the composed
+a maximum over two-point pairs with per-run ``t_i`` (DDR20); the composed
 envelope is an upper bound on it. Its KL divergence, ``0.16395`` at ``eps = 1`` against
 ``0.12330`` for the best two-point pair, shows the gap: for the exponential mechanism
 alone, the RDP bound of bounded range is tighter from two runs on; the PLD wins when
