@@ -20,8 +20,8 @@ profile of a pair ``(P, Q)`` (Zhu, Dong & Wang 2022), which therefore dominates
 every ``eps``-BR mechanism, and composing such pairs dominates the adaptive
 composition (ZDW22, composition of dominating pairs). Differentiating,
 ``Q[L > l] = -delta'(e^l) = (e^{(eps - l)/2} - 1) / (e^eps - 1)``: under ``P`` the
-loss has density ``e^{(eps + l)/2} / (2 (e^eps - 1))`` on ``[-eps, eps]``. It is symmetric (``-L`` under ``Q`` has the same law), so one PLD
-serves both orderings.
+loss has density ``e^{(eps + l)/2} / (2 (e^eps - 1))`` on ``[-eps, eps]``. It is
+symmetric (``-L`` under ``Q`` has the same law), so one PLD serves both orderings.
 
 **Tightness.** The envelope is exact for one run. For ``k`` runs the true worst case is
 a maximum over two-point pairs with per-run ``t_i`` (DDR20); the composed
