@@ -114,20 +114,31 @@ def smallest_epsilon(pmf: LossPmf, delta: float) -> float:
             lo = mid
     left = 0.0 if lo < start else float(losses[lo])
     right = float(losses[hi])
-    # On (left, right] delta(eps) = A - e^eps B with the masses at indices >= hi.
+    # On (left, right] delta(eps) = A - e^eps B + err(eps) with the masses at indices
+    # >= hi and err the pmf's (non-increasing) float-error allowance.
     masses = pmf.masses[hi:]
-    a = floor + float(np.sum(masses))
+    finite = float(np.sum(masses))
     b_scaled = float(np.sum(masses * np.exp(right - losses[hi:])))  # B e^{right}
-    guess = right
-    if b_scaled > 0.0 and a > delta:
-        guess = right + math.log((a - delta) / b_scaled)
-    # Step a hair above the exact root of the uninflated form, so that the inflated
-    # evaluation below usually agrees at once (a relative 1e-12 on delta moves eps far
-    # less than this).
-    guess = min(right, max(left, guess))
-    guess = min(right, guess + 1e-10 * max(1.0, abs(guess)))
+
+    def root(error: float) -> float:
+        """The root of the A - B e^eps form with the allowance frozen at ``error``."""
+        a = pmf.infinity_mass + error + finite
+        guess = right
+        if b_scaled > 0.0 and a > delta:
+            guess = right + math.log((a - delta) / b_scaled)
+        # Step a hair above the exact root of the uninflated form, so that the inflated
+        # evaluation below usually agrees at once (a relative 1e-12 on delta moves eps
+        # far less than this).
+        guess = min(right, max(left, guess))
+        return min(right, guess + 1e-10 * max(1.0, abs(guess)))
 
     def excess(eps: float) -> float:
         return hockey_stick(pmf, eps, losses) - delta
 
+    # err(right) is the smallest allowance on the interval, so this first root is at
+    # or below the true one; the allowance there is at least the one at the true root,
+    # so the second is at or above it (up to rounding, which settle_up absorbs).
+    guess = root(pmf.error_at(right))
+    if excess(guess) > 0.0:
+        guess = root(pmf.error_at(guess))
     return settle_up(excess, guess, right)

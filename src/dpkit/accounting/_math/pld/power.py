@@ -212,13 +212,17 @@ def k_fold(pmf: LossPmf, count: int, tail_mass: float) -> LossPmf:
     lo, hi, cut_lo, cut_hi = window(pmf, count, tail_mass)
     width = hi - lo + 1
     estimate = count * fft_gamma(sp_fft.next_fast_len(width, real=True)) * norm2(pmf.masses)
-    tilt = choose_tilt(pmf, count, width, max(estimate, U))
+    floor = count * pmf.infinity_mass + 2.0 * tail_mass
+    tilt = choose_tilt(pmf, count, width, max(estimate, U), floor)
     if tilt > 0.0:
         pmf, weights, log_norm, _ = _tilted_weights(pmf, tilt)
-        # Wrapped tilted mass W lands at losses >= lo h with weight M^k e^{-tilt lo h}.
+        # Tilted mass beyond the window wraps to its start. Landing below the splice
+        # (where F = M^k e^{-tilt l} >~ 1 and the plain power is used) it is discarded;
+        # further on it would add about its own size. So the window reaches the
+        # tilted Chernoff cut at tail_mass less the (estimated) plain part.
         tilted = LossPmf(h, pmf.offset, weights, 0.0)
-        log_target = math.log(tail_mass) + tilt * lo * h - count * log_norm
-        hi = max(hi, window(tilted, count, math.exp(max(log_target, -690.0)), True)[1])
+        plain_part = max(0, math.floor(count * log_norm / (tilt * h)) - lo)
+        hi = max(hi, window(tilted, count, tail_mass, True)[1] - plain_part)
     width = hi - lo + 1
     n = sp_fft.next_fast_len(width, real=True)
     if n > MAX_FFT:

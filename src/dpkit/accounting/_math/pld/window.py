@@ -122,16 +122,19 @@ _REFERENCE_LOG_DELTAS = np.log(np.array([1.0, 1e-3, 1e-6, 1e-9, 1e-12]))
 _TILTS = np.concatenate(([0.0], np.geomspace(0.25, 256.0, 41)))
 
 
-def choose_tilt(pmf: LossPmf, count: int, width: int, error: float) -> float:
+def choose_tilt(pmf: LossPmf, count: int, width: int, error: float, floor: float) -> float:
     """A tilt ``lam >= 0`` for the ``count``-fold composition (0: compose untilted).
 
-    ``error`` estimates the FFT's relative error ``E`` (about ``count gamma ||m||_2``).
+    ``error`` estimates the FFT's relative error ``E`` (about ``count gamma ||m||_2``)
+    and ``floor`` the smallest delta the result can certify (its mass at ``+inf``).
     The tilted round-off at ``eps`` is about ``E M(lam)^count e^{-lam eps} /
     sqrt(2 lam h)`` and the untilted one ``E sqrt(width)``. With ``eps_r`` the Chernoff
-    estimate of the eps where delta is ``delta_r``, we pick the candidate minimising the
-    worst ratio of that error to ``delta_r`` over the reference deltas. Tilts whose
-    weights would span more than ``e^300`` over the grid are not considered (the tilted
-    masses must stay within the float range).
+    estimate of the eps where delta is ``delta_r`` (reference deltas above 10 ``floor``),
+    the worst ratio of that error to ``delta_r`` is the candidate's predicted error.
+    Larger tilts spread the tilted masses (wider windows, slower FFTs), so we take the
+    smallest tilt predicted within 1e-6 of delta, else the one predicted best. Tilts
+    whose weights would span more than ``e^300`` over the grid are not considered (the
+    tilted masses must stay within the float range).
     """
     if count < 2 or pmf.masses.size < 2:
         return 0.0
@@ -150,7 +153,8 @@ def choose_tilt(pmf: LossPmf, count: int, width: int, error: float) -> float:
     eps_r = np.min((psi[:, None] - _REFERENCE_LOG_DELTAS[None, :]) / tilts[:, None], axis=0)
     eps_r = np.maximum(eps_r, 0.0)
     eps_r[0] = 0.0
-    reachable = eps_r <= count * float(pmf.losses[-1])
+    above_floor = np.greater(_REFERENCE_LOG_DELTAS, math.log(10.0 * floor + 1e-300))
+    reachable = (eps_r <= count * float(pmf.losses[-1])) & above_floor
     reachable[0] = True
     log_deltas = _REFERENCE_LOG_DELTAS[reachable]
     eps_r = eps_r[reachable]
@@ -164,5 +168,11 @@ def choose_tilt(pmf: LossPmf, count: int, width: int, error: float) -> float:
         - log_deltas[None, :]
     )
     worst = log_tilted.max(axis=1)
+    good_enough = math.log(1e-6)
+    if plain <= good_enough:
+        return 0.0
+    adequate = np.flatnonzero(worst <= good_enough)
+    if adequate.size:
+        return float(tilts[adequate[0]])
     best = int(np.argmin(worst))
     return float(tilts[best]) if worst[best] < plain else 0.0
