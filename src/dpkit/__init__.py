@@ -51,6 +51,7 @@ from dpkit.accounting import (
     ZCDPFilter,
     privacy_filter,
 )
+from dpkit.design import design_noise
 from dpkit.errors import (
     BudgetExceeded,
     CandidateFailed,
@@ -183,6 +184,7 @@ __all__ = [
     "audit",
     "count_distinct",
     "design",
+    "design_noise",
     "discrete_gaussian",
     "discrete_laplace",
     "errors",
