@@ -141,4 +141,103 @@ def test_round_trip_and_bad_input() -> None:
                  (1.0, 0.1, 5, 0), (math.nan, 0.1, 5, 10)):  # fmt: skip
         with pytest.raises(InvalidParameter):
             TruncatedPoissonSampledGaussianEvent(*args)  # type: ignore[arg-type]
-    assert not PLDAccountant(relation="replace").supports(event)
+    assert PLDAccountant(relation="replace").supports(event)
+
+
+def _replace_delta(z: float, q: float, epsilon: float) -> mpmath.mpf:
+    """Exact delta of (1-q) N(0) + q N(1) against (1-q) N(0) + q N(-1), sd z (mpmath)."""
+    mpmath.mp.dps = 30
+    z_, q_, e = mpmath.mpf(z), mpmath.mpf(q), mpmath.mpf(epsilon)
+    alpha = (1 - q_) * mpmath.exp(1 / (2 * z_**2)) / q_
+    x = z_**2 * (e / 2 + mpmath.asinh(alpha * mpmath.sinh(e / 2)))
+
+    def above(centre: int) -> mpmath.mpf:
+        return (1 - q_) * mpmath.ncdf(-x / z_) + q_ * mpmath.ncdf(-(x - centre) / z_)
+
+    return above(1) - mpmath.exp(e) * above(-1)
+
+
+@pytest.mark.parametrize(("z", "q", "b", "n", "epsilon"), [(1.0, 0.01, 105, 10_000, 1.0),
+                                                           (0.8, 0.1, 12, 100, 2.0)])  # fmt: skip
+def test_replace_one_is_the_stated_branch_mixture(
+    z: float, q: float, b: int, n: int, epsilon: float
+) -> None:
+    # Truncated branch: radius 2 C around the common component (noise multiplier halved).
+    w_plain, w_trunc, rate = branch_probabilities(q, b, n)
+    exact = float(
+        w_plain * _replace_delta(z, q, epsilon) + w_trunc * _replace_delta(z / 2, rate, epsilon)
+    )
+    event = TruncatedPoissonSampledGaussianEvent(z, q, b, n)
+    got = PLDAccountant(relation="replace").compose(event).get_delta(epsilon)
+    assert exact <= got <= exact * (1 + TIGHT)
+
+
+def test_replace_one_limits_and_dp_accounting() -> None:
+    never = TruncatedPoissonSampledGaussianEvent(1.0, 0.1, 1000, 1000)
+    poisson = PoissonSampledEvent(GaussianEvent(1.0), 0.1)
+    replace = PLDAccountant(relation="replace")
+    assert replace.compose(never).get_epsilon(1e-6) == pytest.approx(
+        PLDAccountant(relation="replace").compose(poisson).get_epsilon(1e-6), rel=1e-12
+    )
+    # dp_accounting's REPLACE_ONE value for the same event (live, one step).
+    from dp_accounting import dp_event
+    from dp_accounting.pld import pld_privacy_accountant as pa
+
+    theirs = pa.PLDAccountant(pa.NeighborRel.REPLACE_ONE)
+    theirs.compose(dp_event.TruncatedSubsampledGaussianDpEvent(1000, 1.0, 100, 1.0))
+    ours = PLDAccountant(relation="replace").compose(
+        TruncatedPoissonSampledGaussianEvent(1.0, 1.0, 100, 1000)
+    )
+    assert ours.get_epsilon(1e-6) == pytest.approx(float(theirs.get_epsilon(1e-6)), rel=1e-3)
+
+
+def _explicit_replace_delta(z: float, q: float, b: int, n: int, epsilon: float) -> float:
+    """Exact delta of an explicit replace-one pair: others at -1, x at +1, x' at -1."""
+    m = np.arange(n)
+    pm = stats.binom(n - 1, q).pmf(m)
+
+    def law(g: float) -> tuple[np.ndarray, np.ndarray]:
+        centres: list[float] = []
+        weights: list[float] = []
+        for count, weight in zip(m, pm, strict=True):
+            centres.append(-float(min(count, b)))  # the special record not kept
+            weights.append(weight * (1 - q))
+            if count + 1 <= b:
+                centres.append(-float(count) + g)
+                weights.append(weight * q)
+            else:  # truncated: the special record survives with probability b/(count+1)
+                keep = b / (count + 1.0)
+                centres += [-(b - 1.0) + g, -float(b)]
+                weights += [weight * q * keep, weight * q * (1 - keep)]
+        return np.array(centres), np.array(weights)
+
+    (c1, w1), (c2, w2) = law(1.0), law(-1.0)
+    e = math.exp(epsilon)
+
+    def excess(ca: np.ndarray, wa: np.ndarray, cb: np.ndarray, wb: np.ndarray) -> float:
+        def integrand(t: float) -> float:
+            pa = float(np.sum(wa * stats.norm.pdf(t, ca, z)))
+            pb = float(np.sum(wb * stats.norm.pdf(t, cb, z)))
+            return max(0.0, pa - e * pb)
+
+        lo, hi = -b - 12 * z - 2, 12 * z + 2
+        return float(integrate.quad(integrand, lo, hi, limit=500, points=[0.0])[0])
+
+    return max(excess(c1, w1, c2, w2), excess(c2, w2, c1, w1))
+
+
+@pytest.mark.parametrize(("z", "q", "b", "n"), [(1.0, 0.5, 1, 3), (1.0, 0.3, 2, 10)])
+def test_replace_one_truncated_branch_needs_radius_two(z: float, q: float, b: int, n: int) -> None:
+    # When the truncated batch keeps y = x' from the others, the common component sits
+    # at g(x'): the pair spans 2 C. dpkit stays above this explicit pair; the radius-C
+    # replace-one pair at rate r (the tempting shortcut) falls below it.
+    event = TruncatedPoissonSampledGaussianEvent(z, q, b, n)
+    w_plain, w_trunc, rate = branch_probabilities(q, b, n)
+    for epsilon in (0.5, 2.0):
+        explicit = _explicit_replace_delta(z, q, b, n, epsilon)
+        got = PLDAccountant(relation="replace").compose(event).get_delta(epsilon)
+        assert got >= explicit
+        shortcut = w_plain * _replace_delta(z, q, epsilon) + w_trunc * _replace_delta(
+            z, rate, epsilon
+        )
+        assert float(shortcut) < explicit

@@ -13,8 +13,10 @@ Kept apart from ``pld.py`` so that the accountant gains events by two calls:
   ``REPLACE_ONE``), with the noise multiplier over the per-record norm bound ``C``
   (the clipping norm of DP-SGD, as in dp_accounting and Opacus), not over the
   replace-one sensitivity ``2 C``.
-- :class:`TruncatedPoissonSampledGaussianEvent` (add/remove): the mixture of two
-  Poisson-subsampled Gaussians stated in its docstring.
+- :class:`TruncatedPoissonSampledGaussianEvent`: the mixture of two
+  Poisson-subsampled Gaussians stated in its docstring (add/remove), or of two
+  replace-one sampled Gaussians, at rate ``q`` and at rate ``r`` with radius ``2 C``
+  (replace).
 - :class:`MixtureOfGaussiansEvent` (add/remove, at most 64 components): both
   orderings of ``N(0)`` against the mixture
   (:mod:`dpkit.accounting._math.pld.mixture_gaussian`).
@@ -66,7 +68,7 @@ def supports_extra(event: Event, relation: str) -> bool:
     if _replace_one_sampled_gaussian(event, relation):
         return True
     if isinstance(event, TruncatedPoissonSampledGaussianEvent):
-        return relation == "add_remove"
+        return True  # both relations (see _truncated_pmfs)
     if isinstance(event, MixtureOfGaussiansEvent):
         return relation == "add_remove" and len(event.sensitivities) <= MAX_COMPONENTS
     # The selection analyses hold for the relation the event was calibrated for.
@@ -83,6 +85,8 @@ def extra_leaf_pmfs(
         cdfs = replace_one_gaussian_cdfs(event.event.noise_multiplier, event.sampling_probability)
         return from_interval_cdfs(cdfs, h, tail_mass), None
     if isinstance(event, TruncatedPoissonSampledGaussianEvent):
+        if relation == "replace":
+            return _truncated_replace_pmf(event, h, tail_mass), None
         return _truncated_pmfs(event, h, tail_mass)
     if isinstance(event, MixtureOfGaussiansEvent):
         return _mixture_pmfs(event, h, tail_mass)
@@ -116,6 +120,24 @@ def _truncated_pmfs(
     remove = mix_pmfs(plain[0], w_plain, truncated[0], w_truncated)
     add = mix_pmfs(plain[1], w_plain, truncated[1], w_truncated)
     return remove, add
+
+
+def _truncated_replace_pmf(
+    event: TruncatedPoissonSampledGaussianEvent, h: float, tail_mass: float
+) -> LossPmf:
+    # Replace-one (x by x'): with no truncation, the replace-one sampled Gaussian at q.
+    # With truncation, the batch is x (or x') plus a uniform (B - 1)-subset with
+    # probability r, else a uniform B-subset U + {y}: the common component sits at g(y),
+    # not at 0, so g(x) - g(y) and g(x') - g(y) range over a ball of radius 2 C. That is
+    # the replace-one pair with radius 2 C (noise multiplier halved), as dp_accounting
+    # does; with the same radius C it would be optimistic (it misses y = x').
+    z, q = event.noise_multiplier, event.sampling_probability
+    w_plain, w_truncated, rate = branch_probabilities(q, event.max_batch_size, event.dataset_size)
+    plain = from_interval_cdfs(replace_one_gaussian_cdfs(z, q), h, tail_mass)
+    if w_truncated == 0.0:
+        return plain
+    truncated = from_interval_cdfs(replace_one_gaussian_cdfs(z / 2.0, rate), h, tail_mass)
+    return mix_pmfs(plain, w_plain, truncated, w_truncated)
 
 
 def _mixture_pmfs(

@@ -6,8 +6,8 @@
   neighbours is random (Choquette-Choo, Ganesh, Steinke & Thakurta 2024): the building
   block of amplification analyses for correlated noise and fixed-size schemes.
 
-Neighbouring relation: add/remove one record (the analyses are stated for it; the PLD
-accountant supports them only under ``relation="add_remove"``). Noise multipliers are
+Neighbouring relation: add/remove one record (the mixture of Gaussians is stated for
+it only; truncated Poisson sampling also has a replace-one analysis). Noise multipliers are
 noise standard deviation over the per-record L2 norm bound (clipping norm).
 """
 
@@ -46,6 +46,13 @@ class TruncatedPoissonSampledGaussianEvent(Event):
     Poisson-subsampled Gaussian at rate ``r`` with noise multiplier halved. The PLD is
     the mixture ``(1 - tau) PLD_1 + tau PLD_2`` (each ordering separately). dp_accounting
     bounds the second branch by its replace-one pair, which is looser.
+
+    Under replace-one (``PLDAccountant(relation="replace")``, ``x`` replaced by ``x'``
+    with a shared sampling coin and truncation draw) the same decomposition gives the
+    replace-one sampled Gaussian at rate ``q``, and at rate ``r`` a pair whose common
+    component sits at ``g(y)``: the contributions ``g(x) - g(y)``, ``g(x') - g(y)`` range
+    over a ball of radius ``2 C``, so the replace-one pair with the noise multiplier
+    halved (as dp_accounting; its radius-``C`` version would miss ``y = x'``).
     """
 
     noise_multiplier: float
