@@ -40,7 +40,7 @@ from dataclasses import replace
 import numpy as np
 
 from dpkit.accounting._math.pld.discretize import TooManyBuckets
-from dpkit.accounting._math.pld.pmf import FloatArray, LossPmf, U, mass_lower, truncate
+from dpkit.accounting._math.pld.pmf import FloatArray, LossPmf, U, exp_up, mass_lower, truncate
 from dpkit.accounting._math.pld.window import log_mgf
 
 __all__ = ["convolve", "self_compose"]
@@ -75,6 +75,11 @@ def finish(
     return LossPmf(h, offset, masses, infinity + max(0.0, deficit), slack)
 
 
+def _times(value: float, scale: float) -> float:
+    """``value * scale`` with ``0 * inf = 0`` (an absent term stays absent)."""
+    return value * scale if value > 0.0 else 0.0
+
+
 def _propagated_error(a: LossPmf, b: LossPmf, fft_slack: float) -> dict[str, float]:
     """The error terms of ``a * b`` from the inputs' errors (module docstring).
 
@@ -98,19 +103,19 @@ def _propagated_error(a: LossPmf, b: LossPmf, fft_slack: float) -> dict[str, flo
     if kept.tilt_cap > 0.0 or step_decays:
         keep = other.masses > 0.0
         log_m = log_mgf(np.log(other.masses[keep]), other.losses[keep], tilt)
-        scale = math.exp(min(log_m, 709.0)) * (1.0 + 16.0 * U)
-        coef = kept.tilt_coef * scale
+        scale = exp_up(log_m)
+        coef = _times(kept.tilt_coef, scale)
         cap = kept.tilt_cap * max(1.0, other.finite_mass)
         if step_decays:
-            coef += kept.low_slack * math.exp(min(tilt * kept.low_until, 709.0)) * scale
+            coef += _times(kept.low_slack * exp_up(tilt * kept.low_until), scale)
             cap += kept.low_slack * max(1.0, other.finite_mass)
     # The other operand's terms, weighted by kept's exact measure.
     carried = other.tilt_cap + other.low_slack
     same_tilt = other.tilt_cap == 0.0 or other.tilt == tilt
     if carried > 0.0 and tilt > 0.0 and same_tilt and kept.true_log_mgf is not None:
-        scale = math.exp(min(kept.true_log_mgf(tilt), 709.0)) * (1.0 + 16.0 * U)
-        log_step = min(tilt * other.low_until, 709.0) if other.low_slack > 0.0 else 0.0
-        coef += (other.tilt_coef + other.low_slack * math.exp(log_step)) * scale
+        scale = exp_up(kept.true_log_mgf(tilt))
+        step = other.low_slack * exp_up(tilt * other.low_until) if other.low_slack > 0.0 else 0.0
+        coef += _times(other.tilt_coef + step, scale)
         cap += carried * weight
         slack += kept.infinity_mass * carried
     else:

@@ -58,6 +58,11 @@ FloatArray = npt.NDArray[np.float64]
 U = 2.0**-53
 
 
+def exp_up(x: float) -> float:
+    """``e^x`` rounded up (``exp`` within 8 ulps), ``inf`` where it would overflow."""
+    return math.exp(x) * (1.0 + 16.0 * U) if x < 709.0 else math.inf
+
+
 def mass_upper(masses: FloatArray) -> float:
     """An upper bound on the exact sum of non-negative ``masses``.
 
@@ -158,7 +163,7 @@ class LossPmf:
         if self.tilt_cap == 0.0:
             return 0.0
         exponent = -self.tilt * epsilon
-        if exponent > 700.0:
+        if exponent > 700.0 or math.isinf(self.tilt_coef):
             return self.tilt_cap
         return min(self.tilt_cap, self.tilt_coef * math.exp(exponent) * (1.0 + 16.0 * U))
 

@@ -42,7 +42,14 @@ import numpy as np
 
 from dpkit.accounting._math.pld.convolve import MAX_FFT, fft_gamma, finish, norm2
 from dpkit.accounting._math.pld.discretize import TooManyBuckets
-from dpkit.accounting._math.pld.pmf import ErrorProfile, FloatArray, LossPmf, U, truncate
+from dpkit.accounting._math.pld.pmf import (
+    ErrorProfile,
+    FloatArray,
+    LossPmf,
+    U,
+    exp_up,
+    truncate,
+)
 from dpkit.accounting._math.pld.window import choose_tilt, log_mgf, window
 
 __all__ = ["k_fold"]
@@ -148,10 +155,10 @@ def _input_error(
         live = bound > 0.0
         log_m = log_mgf(np.log(bound[live]), losses[live], tilt) + 4.0 * U
     log_coef = math.log(count) + log_e + (count - 1) * log_m
-    coef = math.exp(min(log_coef + 1e-12 * (1.0 + abs(log_coef)), 709.0)) * (1.0 + 16.0 * U)
+    coef = exp_up(log_coef + 1e-12 * (1.0 + abs(log_coef)))
     located = float(np.sum(profile.located)) * (1.0 + 1e-12)
     log_cap = math.log(count * located) + (count - 1) * math.log(total)
-    cap = math.exp(min(log_cap + 1e-12 * (1.0 + abs(log_cap)), 709.0)) * (1.0 + 16.0 * U)
+    cap = exp_up(log_cap + 1e-12 * (1.0 + abs(log_cap)))
     return slack, coef, cap
 
 
@@ -172,25 +179,30 @@ def _spliced(
     tilted = _fft_power(weights, count, lo, pmf.offset, width)
     # (1 - rho)^-k: the exact tilted weights are at most the computed ones times it.
     log_inflate = -count * math.log1p(-rho) + 8.0 * U
-    log_error = math.log(_power_error(weights, tilted, count, n)) + count * log_norm
-    log_error += log_inflate + 16.0 * U
+    log_power = count * log_norm
+    log_error = math.log(_power_error(weights, tilted, count, n)) + log_power + log_inflate
+    # Each term of the exponent is rounded (relative u): allow 4u of their sizes.
+    log_error += (abs(log_error) + 2.0 * abs(log_power) + 1.0) * 4.0 * U
     # Per entry the tilted error is e^{log_error - tilt l_j}, the plain one B_0: the
     # first entry where the tilted one is smaller starts the tilted part.
     cross = (log_error - math.log(plain_error)) / (tilt * h) - lo
-    s = min(width, max(0, math.ceil(cross)))
-    losses = (lo + np.arange(s, width, dtype=np.float64)) * h
-    log_scale = count * log_norm - tilt * losses + log_inflate
-    # exp within 4 ulp of its argument, the argument within (|.| + 1) 4u: round up.
-    log_scale += (np.abs(log_scale) + 1.0) * 4.0 * U + 8.0 * U
+    losses = (lo + np.arange(width, dtype=np.float64)) * h
+    log_scale = log_power - tilt * losses + log_inflate
+    # exp within 4 ulp; the argument's terms (the grid losses too: |tilt l| u) are
+    # rounded relative to their own sizes, which may cancel: allow 4u of each.
+    log_scale += (np.abs(log_power) + np.abs(tilt * losses) + 1.0) * 4.0 * U + 8.0 * U
+    # Entries whose factor would overflow stay plain (log_scale decreases with l).
+    huge = int(np.count_nonzero(log_scale > 700.0))
+    s = min(width, max(0, math.ceil(cross), huge))
     out = np.empty(width)
     out[:s] = np.maximum(plain[:s], 0.0)
-    out[s:] = np.maximum(tilted[s:], 0.0) * np.exp(np.minimum(log_scale, 709.0))
+    out[s:] = np.maximum(tilted[s:], 0.0) * np.exp(log_scale[s:])
     terms: dict[str, float] = {"tilt": tilt}
     decay = -math.expm1(-2.0 * tilt * h)
     log_coef = log_error - 0.5 * math.log(decay)
-    terms["tilt_coef"] = math.exp(min(log_coef, 709.0)) * (1.0 + 16.0 * U)
+    terms["tilt_coef"] = exp_up(log_coef)
     split = (lo + s) * h  # the first tilted loss (the tilted terms act above it)
-    terms["tilt_cap"] = math.exp(min(log_coef - tilt * split, 709.0)) * (1.0 + 16.0 * U)
+    terms["tilt_cap"] = exp_up(log_coef - tilt * split)
     if s > 0:
         terms["low_slack"] = plain_error * math.sqrt(s) * (1.0 + 16.0 * U)
         terms["low_until"] = split
