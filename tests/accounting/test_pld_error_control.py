@@ -137,3 +137,17 @@ def test_tilted_allowance_is_relative_in_the_tail() -> None:
     # constant it replaces was 1.2e-8, more than delta itself.
     assert pmf.error_at(1.5) < 2e-3 * hockey_stick(pmf, 1.5)
     assert pmf.error_at(3.0) <= pmf.error_at(1.0) < pmf.error_at(0.0)
+
+
+def test_repeated_gaussian_compositions_certified() -> None:
+    # Two compositions of 200 Gaussians with sigma 20: one Gaussian with sigma 1. The
+    # second compose weighs the first one's tilted and step error terms by a
+    # generating-sum bound of the exact measure (true_log_mgf).
+    accountant = PLDAccountant().compose(GaussianEvent(20.0), count=200)
+    accountant.compose(GaussianEvent(20.0), count=200)
+    assert accountant._remove.true_log_mgf is not None
+    floor = accountant.smallest_delta
+    for eps in (0.0, 1.0, 3.0, 5.0, 6.0):
+        exact = gaussian_delta(1.0, eps)
+        ours = accountant.get_delta(eps)
+        assert exact / (1 + 1e-11) <= ours <= exact * (1 + 1e-3) + floor
