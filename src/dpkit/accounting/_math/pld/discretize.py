@@ -196,7 +196,7 @@ def discretization_errors(
 
     *Where each error acts.* An error in the masses of buckets ``<= j`` changes
     ``delta(eps)`` only for ``eps < e_j``: interval ``k``'s terms act below ``e_{k+1}``,
-    the edge terms below the bucket above the edge, the telescoping's end and switch
+    edge ``k``'s misplaced boundary below ``e_{k+1}``, the telescoping's end and switch
     terms below their edges' upper neighbours. So the bound is returned *located*:
     ``delta_true(eps) <= delta_pmf(eps) + base + sum_{e_j > eps} located_j``, with
     ``base`` for what acts at every eps (the ``+inf`` mass, final roundings). It also
@@ -228,8 +228,8 @@ def discretization_errors(
         if far.any():
             full = 6.0 * w_p[far] + 2.0 * np.exp(edges[far] + h + np.log(w_q[far]))
             per_edge[far] = full
-        located[1:] += per_edge[1:]
-        located[min(1, n - 1)] += per_edge[0]
+        # A boundary misplaced at edge k moves mass among buckets k-1, k and k+1.
+        np.add.at(located, np.minimum(np.arange(n) + 1, n - 1), per_edge)
         misplaced = (w_p + np.exp(edges + np.log(w_q))) / c
         misplaced = np.where(np.isfinite(misplaced), misplaced, np.inf)
         moved = 2.0 * (w_p[:-1] + w_p[1:])  # P-mass crossing either edge
