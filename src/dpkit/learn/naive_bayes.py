@@ -10,7 +10,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 
 from dpkit import _validation as check
 from dpkit.accounting.events import Event
-from dpkit.accounting.guarantees import PureDP
+from dpkit.accounting.guarantees import ApproxDP, PureDP
 from dpkit.errors import DataError, InvalidParameter
 from dpkit.learn._base import (
     DPModelMixin,
@@ -19,14 +19,24 @@ from dpkit.learn._base import (
     check_features,
     check_target,
 )
-from dpkit.learn._moments import DEFAULT_SHARES, mean_and_variance, moment_scales, noisy_moments
+from dpkit.learn._moments import (
+    DEFAULT_SHARES,
+    floored_mean_and_variance,
+    mean_and_variance,
+    moment_noise,
+    moment_scales,
+    noisy_moments,
+    noisy_moments_with,
+    statistic_budgets,
+)
+from dpkit.learn._noise import check_noise
 from dpkit.random import RandomLike, as_random
 
 __all__ = ["GaussianNB"]
 
 
 class GaussianNB(DPModelMixin, ClassifierMixin, BaseEstimator):  # type: ignore[misc]
-    """Gaussian naive Bayes, epsilon-DP.
+    """Gaussian naive Bayes, epsilon-DP (Laplace noise) or (epsilon, delta)-DP.
 
     Features are clipped to public ``bounds`` and scaled to [-1, 1]. For each class the
     model releases a noisy count, per-feature sums and sums of squares (Laplace noise
@@ -40,6 +50,16 @@ class GaussianNB(DPModelMixin, ClassifierMixin, BaseEstimator):  # type: ignore[
     ----------
     epsilon:
         Guarantee of one ``fit``: epsilon-DP, add/remove one row.
+    noise:
+        ``"laplace"`` (default; epsilon-DP, Laplace noise on each block of statistics),
+        ``"gaussian"`` (analytic Gaussian), ``"truncated_laplace"``, ``"optimal"`` (the
+        l2-optimal noise of :func:`dpkit.design.design_noise`) or a
+        :class:`~dpkit.design.NoiseDesign` for sensitivity 1. The non-Laplace noises
+        are calibrated per scalar statistic (see :mod:`dpkit.learn._noise` and
+        :meth:`statistic_budgets`) and make the fit (epsilon, delta)-DP.
+    delta:
+        The delta of the guarantee: required in (0, 1) for every noise but Laplace
+        (which ignores it).
     bounds:
         Public ``(lower, upper)`` per feature (or scalars). Required: never read from
         the data.
@@ -56,8 +76,13 @@ class GaussianNB(DPModelMixin, ClassifierMixin, BaseEstimator):  # type: ignore[
 
     Privacy
     -------
-    epsilon-DP (Laplace mechanism on each block, basic composition; parallel composition
-    over classes; see :mod:`dpkit.learn._moments` for the sensitivities).
+    ``noise="laplace"``: epsilon-DP (Laplace mechanism on each block, basic composition;
+    parallel composition over classes; see :mod:`dpkit.learn._moments` for the
+    sensitivities). Other noises: (epsilon, delta)-DP, each of the ``1 + 2d`` scalar
+    statistics of a class (epsilon_i, delta_i)-DP for its own sensitivity, basic
+    composition within a class, parallel composition over classes. The event composes
+    the per-statistic events (``GaussianEvent``, ``TruncatedLaplaceEvent`` or
+    ``ApproxEvent``), so an accountant can check it.
 
     Examples
     --------
@@ -75,6 +100,8 @@ class GaussianNB(DPModelMixin, ClassifierMixin, BaseEstimator):  # type: ignore[
         self,
         *,
         epsilon: float = 1.0,
+        noise: Any = "laplace",
+        delta: float = 0.0,
         bounds: Any = None,
         classes: Any = None,
         var_smoothing: float = 1e-9,
@@ -82,6 +109,8 @@ class GaussianNB(DPModelMixin, ClassifierMixin, BaseEstimator):  # type: ignore[
         rng: RandomLike | None = None,
     ) -> None:
         self.epsilon = epsilon
+        self.noise = noise
+        self.delta = delta
         self.bounds = bounds
         self.classes = classes
         self.var_smoothing = var_smoothing
@@ -92,13 +121,29 @@ class GaussianNB(DPModelMixin, ClassifierMixin, BaseEstimator):  # type: ignore[
         """The event ``fit`` will have on ``n_features`` columns (no data needed)."""
         owner = "GaussianNB.privacy_event"
         epsilon = check.check_epsilon(self.epsilon, owner)
+        kind, delta = check_noise(self.noise, self.delta, owner)
         features = check.check_count(n_features, "n_features", owner)
-        return moment_scales(epsilon, features, _check_shares(self.shares, owner)).event
+        shares = _check_shares(self.shares, owner)
+        if kind == "laplace":
+            return moment_scales(epsilon, features, shares).event
+        return moment_noise(kind, epsilon, delta, features, shares, owner).event
+
+    def statistic_budgets(
+        self, n_features: int
+    ) -> tuple[tuple[float, float], tuple[float, float], tuple[float, float]]:
+        """``(epsilon_i, delta_i)`` of a class's count, of each sum and of each sum of
+        squares (the non-Laplace noises; a user's NoiseDesign must fit the smallest)."""
+        owner = "GaussianNB.statistic_budgets"
+        epsilon = check.check_epsilon(self.epsilon, owner)
+        delta = check.check_delta(self.delta, owner, allow_zero=True)
+        features = check.check_count(n_features, "n_features", owner)
+        return statistic_budgets(epsilon, delta, features, _check_shares(self.shares, owner))
 
     def fit(self, X: Any, y: Any) -> GaussianNB:
         """Estimate the class statistics from ``X`` and ``y``; spends epsilon."""
         owner = "GaussianNB.fit"
         epsilon = check.check_epsilon(self.epsilon, owner)
+        kind, delta = check_noise(self.noise, self.delta, owner)
         smoothing = check.check_nonnegative(self.var_smoothing, "var_smoothing", owner)
         shares = _check_shares(self.shares, owner)
         if self.bounds is None:
@@ -120,12 +165,24 @@ class GaussianNB(DPModelMixin, ClassifierMixin, BaseEstimator):  # type: ignore[
         if not member.any(axis=1).all():
             raise DataError(f"{owner}: y holds labels outside classes.")
         z = self._scale(features)
-        scales = moment_scales(epsilon, features.shape[1], shares)
+        if kind == "laplace":
+            scales = moment_scales(epsilon, features.shape[1], shares)
+            event = scales.event
+        else:  # calibrated (and any misfit refused) before anything is drawn
+            noises = moment_noise(kind, epsilon, delta, features.shape[1], shares, owner)
+            event = noises.event
         random = as_random(self.rng)
         means, variances, counts = [], [], []
         for k in range(len(classes)):
-            moments = noisy_moments(z[member[:, k]], scales, random)
-            mean, variance = mean_and_variance(moments, scales)
+            rows = z[member[:, k]]
+            if kind == "laplace":
+                moments = noisy_moments(rows, scales, random)
+                mean, variance = mean_and_variance(moments, scales)
+            else:
+                moments = noisy_moments_with(rows, noises, random)
+                mean, variance = floored_mean_and_variance(
+                    moments, noises.squares.standard_deviation
+                )
             means.append(mean)
             variances.append(variance + smoothing)
             counts.append(max(moments.count, 1.0))
@@ -135,8 +192,8 @@ class GaussianNB(DPModelMixin, ClassifierMixin, BaseEstimator):  # type: ignore[
         self.class_count_ = np.array(counts)
         self.class_prior_ = self.class_count_ / self.class_count_.sum()
         self.n_features_in_ = features.shape[1]
-        self.event_ = scales.event
-        self.guarantee_ = PureDP(epsilon)
+        self.event_ = event
+        self.guarantee_ = PureDP(epsilon) if kind == "laplace" else ApproxDP(epsilon, delta)
         return self
 
     def _scale(self, features: FloatArray) -> FloatArray:

@@ -1,0 +1,236 @@
+"""The ``noise=`` option of dpkit.learn models: one scalar statistic, one noise.
+
+A model that releases many scalar statistics (naive Bayes: a count, sums and sums of
+squares per class; coordinate descent: one gradient sum per update) splits its
+(epsilon, delta) budget over them by basic composition (Dwork et al. 2006; Dwork &
+Roth 2014, Thm 3.16) and gives each statistic one of these noises, calibrated to its
+own share ``(epsilon_i, delta_i)`` and its sensitivity ``s_i``:
+
+``"laplace"``            Laplace, scale ``s_i / epsilon_i`` (epsilon_i-DP).
+``"gaussian"``           Gaussian, the analytic calibration of Balle & Wang (2018).
+``"truncated_laplace"``  Laplace truncated to ``[-A, A]`` (Geng, Ding, Guo & Kumar 2020),
+                         exactly (epsilon_i, delta_i)-DP.
+``"optimal"``            the noise of :func:`dpkit.design.design_noise` for
+                         ``(epsilon_i, delta_i)``: a mixture of uniforms with the smallest
+                         expected squared error among (epsilon_i, delta_i)-DP additive
+                         noises on its grid (Selvi, Liu & Wiesemann, arXiv 2304.12681).
+a ``NoiseDesign``        the user's own design (sensitivity 1), used for every statistic.
+
+Scaling: a design is made for sensitivity 1, so a statistic ``v`` of sensitivity
+``s_i`` is released as ``S * (v / S + X)`` with ``S >= s_i (1 + 2^-20)``. The float
+quotients ``v / S`` of two neighbours differ by at most ``s_i / S + 2 u`` where ``u`` is
+half an ulp of ``|v / S| < 2^27`` (every statistic of dpkit.learn stays below
+``2 MAX_ROWS = 2^27``), i.e. ``u <= 2^-26``, and ``s_i / S <= 1 - 2^-20 + 2^-40 <=
+1 - 2^-25``: the scaled statistic has sensitivity at most 1, as the design needs.
+Multiplying back by ``S`` is post-processing.
+
+Loss of ``"optimal"``: squared error (``"l2"``). The statistics enter the models through
+averages (means, variances, gradient means) whose accuracy is their mean squared error,
+and the bias-variance arguments of coordinate descent (Mangold et al. 2022) are about
+the noise's second moment; the l1-optimal noise trades variance for a smaller mean
+absolute error, which neither model uses.
+
+Grid rule of ``"optimal"`` (public parameters only): with ``A = ln(1 + (e^eps - 1) /
+(2 delta)) / eps`` the truncated-Laplace support (sensitivity 1), the design's support
+is ``max(1.5 A, 2)`` -- the optimal noise measured here never uses more than ``A`` --
+and its interval width is ``1 / k`` with ``k = clip(floor(200 / support), 1, 20)``: at
+most about 400 intervals (an LP of about a second) and at least one interval per unit
+of sensitivity. Designs are cached per ``(epsilon_i, delta_i)``, so a fit (and repeated
+fits) never solve the same LP twice.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from dpkit import _validation as check
+from dpkit import noise as dpnoise
+from dpkit.accounting._math.rounding import up
+from dpkit.accounting.events import ApproxEvent, Event
+from dpkit.errors import InternalError, InvalidParameter
+from dpkit.learn._base import FloatArray, laplace_for
+from dpkit.random import Random
+
+if TYPE_CHECKING:
+    from dpkit.design import NoiseDesign
+
+#: The named noises.
+NOISE_NAMES = ("laplace", "gaussian", "truncated_laplace", "optimal")
+#: Loss the "optimal" designs minimise (see the module docstring for why).
+OPTIMAL_LOSS = "l2"
+#: Relative margin of the scale factor S over a statistic's sensitivity (see above).
+SCALE_MARGIN = 2.0**-20
+#: Most intervals an automatic design aims for (the LP then solves in about a second).
+_DESIGN_INTERVALS = 400
+
+
+def check_noise(noise: Any, delta: Any, owner: str) -> tuple[str | NoiseDesign, float]:
+    """The validated ``noise`` (a name or a NoiseDesign) and ``delta`` (0 allowed only for
+    Laplace noise, which ignores it)."""
+    from dpkit.design import NoiseDesign  # the LP layer loads only when used
+
+    if isinstance(noise, NoiseDesign):
+        if noise.sensitivity != 1.0:
+            raise InvalidParameter.for_parameter(
+                "noise",
+                owner,
+                "a NoiseDesign made for sensitivity=1.0 (dpkit.learn scales every "
+                f"statistic to sensitivity 1); this one has sensitivity={noise.sensitivity!r}",
+                noise,
+            )
+        kind: str | NoiseDesign = noise
+    elif isinstance(noise, str) and noise in NOISE_NAMES:
+        kind = noise
+    else:
+        raise InvalidParameter.for_parameter(
+            "noise", owner, f"one of {NOISE_NAMES} or a dpkit.design.NoiseDesign", noise
+        )
+    dlt = check.check_delta(delta, owner, allow_zero=True)
+    if kind != "laplace" and dlt == 0.0:
+        raise InvalidParameter(
+            f"The 'delta' parameter of {owner} must be a float in (0, 1) for "
+            f"noise={_name(kind)!r}: that noise is (epsilon, delta)-DP, never pure. Got "
+            f"{delta!r} instead. Use noise='laplace' for pure epsilon-DP."
+        )
+    return kind, dlt
+
+
+def _name(kind: str | NoiseDesign) -> str:
+    return kind if isinstance(kind, str) else "NoiseDesign"
+
+
+@dataclass(frozen=True)
+class ScalarNoise:
+    """Noise for statistics of sensitivity ``sensitivity`` at ``(epsilon, delta)`` each.
+
+    ``event`` is the event of ONE scalar release; ``standard_deviation`` is the noise's,
+    in units of the statistic (public: it depends on the parameters only).
+    """
+
+    sensitivity: float
+    epsilon: float
+    delta: float
+    event: Event
+    standard_deviation: float
+    _draw: Callable[[FloatArray, Random], FloatArray]
+
+    def release(self, values: FloatArray, rng: Random) -> FloatArray:
+        """Each entry of ``values`` plus independent noise."""
+        return self._draw(np.asarray(values, dtype=np.float64), rng)
+
+
+def scalar_noise(
+    kind: str | NoiseDesign, *, epsilon: float, delta: float, sensitivity: float, owner: str
+) -> ScalarNoise:
+    """The noise ``kind`` calibrated to one statistic's share ``(epsilon, delta)``.
+
+    Raises :class:`InvalidParameter` when a user's design spends more than the share.
+    Nothing is drawn here: models build every noise first, then release.
+    """
+    if kind == "laplace":
+        scale, event = laplace_for(sensitivity, epsilon)
+        return ScalarNoise(
+            sensitivity,
+            epsilon,
+            0.0,
+            event,
+            math.sqrt(2.0) * scale,
+            lambda v, rng: _as_array(dpnoise.laplace(v, scale=scale, rng=rng)),
+        )
+    if kind == "gaussian":
+        from dpkit.mechanisms import Gaussian
+
+        gaussian = Gaussian.calibrate(epsilon=epsilon, delta=delta, sensitivity=sensitivity)
+        sigma = gaussian.sigma
+        return ScalarNoise(
+            sensitivity,
+            epsilon,
+            delta,
+            # Balle & Wang's calibration: N(0, sigma^2) on sensitivity s is (eps, delta)-DP
+            gaussian.event,
+            sigma,
+            lambda v, rng: _as_array(dpnoise.gaussian(v, sigma=sigma, rng=rng)),
+        )
+    if kind == "truncated_laplace":
+        from dpkit.mechanisms import TruncatedLaplace
+
+        truncated = TruncatedLaplace.calibrate(
+            epsilon=epsilon, delta=delta, sensitivity=sensitivity
+        )
+        deviation = _deviation(truncated)
+        return ScalarNoise(
+            sensitivity,
+            epsilon,
+            delta,
+            truncated.event,
+            deviation,
+            lambda v, rng: _as_array(truncated.release(v, rng=rng).value),
+        )
+    design = optimal_design(epsilon, delta) if kind == "optimal" else kind
+    assert not isinstance(design, str)  # the names are handled above
+    if design.epsilon > epsilon or design.delta > delta:
+        raise InvalidParameter.for_parameter(
+            "noise",
+            owner,
+            f"a NoiseDesign with epsilon <= {epsilon!r} and delta <= {delta!r} (the share "
+            "of the budget of each statistic: see the model's statistic_budgets)",
+            design,
+        )
+    # S >= s (1 + 2^-20), rounded up: the scaled statistic has sensitivity <= 1 (module doc)
+    factor = up(sensitivity * (1.0 + SCALE_MARGIN), 4)
+    deviation = factor * _deviation(design)
+
+    def draw(values: FloatArray, rng: Random) -> FloatArray:
+        released = _as_array(design.release(values / factor, parallel=True, rng=rng).value)
+        return factor * released
+
+    return ScalarNoise(
+        sensitivity,
+        epsilon,
+        delta,
+        ApproxEvent(design.epsilon, design.delta),
+        deviation,
+        draw,
+    )
+
+
+def _deviation(mechanism: Any) -> float:
+    bound = mechanism.error(0.95)
+    if bound is None:  # pragma: no cover - both mechanisms report their accuracy
+        raise InternalError("a noise with no error bound; this is a bug, please report it")
+    return float(bound.standard_deviation)
+
+
+def _as_array(value: Any) -> FloatArray:
+    return np.atleast_1d(np.asarray(value, dtype=np.float64))
+
+
+def design_grid(epsilon: float, delta: float) -> tuple[float, float]:
+    """``(granularity, support)`` of the automatic design (module docstring)."""
+    bound = math.log1p(math.expm1(epsilon) / (2.0 * delta)) / epsilon
+    support = max(1.5 * bound, 2.0)
+    per_unit = min(20, max(1, math.floor(_DESIGN_INTERVALS / 2 / support)))
+    return 1.0 / per_unit, support
+
+
+@functools.lru_cache(maxsize=128)
+def optimal_design(epsilon: float, delta: float) -> NoiseDesign:
+    """The l2-optimal (epsilon, delta)-DP noise for sensitivity 1 (cached)."""
+    from dpkit.design import design_noise
+
+    granularity, support = design_grid(epsilon, delta)
+    return design_noise(
+        epsilon=epsilon,
+        delta=delta,
+        sensitivity=1.0,
+        loss=OPTIMAL_LOSS,
+        granularity=granularity,
+        support=support,
+        lower_bound=False,
+    )
