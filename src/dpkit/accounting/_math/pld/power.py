@@ -139,7 +139,8 @@ def _input_error(
     factors this is at most ``k E_lam M^(k-1) e^{-lam eps}`` with ``M`` bounding the
     generating sums of both ``a`` and ``â`` (``sum_j (m_j + mass_error_j) e^{lam l_j}``),
     and at most ``k E_0 T^(k-1)`` with ``T`` bounding both totals; ``base`` acts at
-    every eps and is carried as slack.
+    every eps and is carried as slack, as is the part of the other factors at
+    ``+inf`` (which shifts eps to ``-inf``, where ``d``'s allowance is ``E_0``).
     """
     losses = pmf.losses
     total = max(1.0, pmf.total_mass) + float(np.sum(profile.mass_error)) * (1.0 + 1e-12)
@@ -147,6 +148,11 @@ def _input_error(
     keep = profile.located > 0.0
     if not keep.any():
         return slack, 0.0, 0.0
+    located = float(np.sum(profile.located)) * (1.0 + 1e-12)
+    # The factors' mass at +inf: at most 1 - (1 - m_inf)^(k-1) of each.
+    m_inf = pmf.infinity_mass
+    infinite = 1.0 if m_inf >= 1.0 else -math.expm1((count - 1) * math.log1p(-m_inf))
+    slack += count * min(1.0, infinite * (1.0 + 8.0 * U)) * located * total ** (count - 1)
     log_e = log_mgf(np.log(profile.located[keep]), losses[keep], tilt)
     if pmf.true_log_mgf is not None:
         log_m = pmf.true_log_mgf(tilt)
@@ -156,7 +162,6 @@ def _input_error(
         log_m = log_mgf(np.log(bound[live]), losses[live], tilt) + 4.0 * U
     log_coef = math.log(count) + log_e + (count - 1) * log_m
     coef = exp_up(log_coef + 1e-12 * (1.0 + abs(log_coef)))
-    located = float(np.sum(profile.located)) * (1.0 + 1e-12)
     log_cap = math.log(count * located) + (count - 1) * math.log(total)
     cap = exp_up(log_cap + 1e-12 * (1.0 + abs(log_cap)))
     return slack, coef, cap
