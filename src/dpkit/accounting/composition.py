@@ -57,7 +57,10 @@ def advanced_composition(epsilon: float, delta: float, count: int, delta_prime: 
     Dwork, Rothblum & Vadhan bound ``sqrt(2 k log(1/delta')) eps + k eps (e^eps - 1)``
     (Dwork & Roth 2014, Thm 3.20) and about 10% below it for small eps; its delta is
     never above DRV's ``k delta + delta'``. diffprivlib's ``BudgetAccountant`` uses the
-    same bound. :func:`optimal_composition` (exact, KOV Thm 3.3) is never worse.
+    same bound. :func:`optimal_composition` (exact, KOV Thm 3.3) is never worse. (We
+    could not check the theorem's numbering against the paper's text here; the
+    statement is checked numerically against the exact region of Thm 3.3, in
+    ``tests/golden/test_kov_composition_golden.py``.)
 
     It is *not* a filter: the parameters must be fixed in advance (for adaptively
     chosen parameters see :class:`dpkit.accounting.filters.AdvancedCompositionFilter`).
