@@ -249,7 +249,8 @@ def test_admits_far_more_small_steps_than_basic_composition() -> None:
         Fraction(advanced.budget.rho) // Fraction(pure_to_zcdp_rho(0.01))
     )
     assert counts["advanced"] >= 4.9 * counts["basic"]
-    # Dwork-Rothblum-Vadhan advanced composition, applied to fixed k, allows only 337.
+    # The fixed-k advanced composition bound (Kairouz-Oh-Viswanath, tighter than
+    # Dwork-Rothblum-Vadhan) allows only 393.
     drv = max(k for k in range(1, 1000) if advanced_composition(0.01, 0.0, k, 1e-6).epsilon <= 1.0)
     assert drv < counts["advanced"]
 
