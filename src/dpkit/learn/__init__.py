@@ -9,6 +9,7 @@ data; sums are exact (fixed point) and noise comes from :mod:`dpkit.noise`.
 ``LogisticRegression``  noisy gradient descent / DP-SGD, (epsilon, delta)-DP
 ``LinearRegression``    sufficient-statistics perturbation, epsilon-DP (or (epsilon, delta))
 ``GaussianNB``          Gaussian naive Bayes from noisy class counts, sums and squares
+``SparseLogisticRegression``  L1-regularised logistic regression, DP coordinate descent
 ``StandardScaler``      DP means and standard deviations within public bounds
 ``MinMaxScaler``        public bounds mapped to a range: no data read, no budget spent
 
@@ -26,12 +27,14 @@ if TYPE_CHECKING:
     from dpkit.learn.logistic import LogisticRegression
     from dpkit.learn.naive_bayes import GaussianNB
     from dpkit.learn.preprocessing import MinMaxScaler, StandardScaler
+    from dpkit.learn.sparse_logistic import SparseLogisticRegression
 
 __all__ = [
     "GaussianNB",
     "LinearRegression",
     "LogisticRegression",
     "MinMaxScaler",
+    "SparseLogisticRegression",
     "StandardScaler",
 ]
 
@@ -40,6 +43,7 @@ _HOMES = {
     "LinearRegression": "dpkit.learn.linear",
     "LogisticRegression": "dpkit.learn.logistic",
     "MinMaxScaler": "dpkit.learn.preprocessing",
+    "SparseLogisticRegression": "dpkit.learn.sparse_logistic",
     "StandardScaler": "dpkit.learn.preprocessing",
 }
 

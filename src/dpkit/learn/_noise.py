@@ -14,15 +14,16 @@ own share ``(epsilon_i, delta_i)`` and its sensitivity ``s_i``:
                          ``(epsilon_i, delta_i)``: a mixture of uniforms with the smallest
                          expected squared error among (epsilon_i, delta_i)-DP additive
                          noises on its grid (Selvi, Liu & Wiesemann, arXiv 2304.12681).
-a ``NoiseDesign``        the user's own design (sensitivity 1), used for every statistic.
+a ``NoiseDesign``        the user's own design (any sensitivity: statistics are scaled
+                         to it), used for every statistic.
 
-Scaling: a design is made for sensitivity 1, so a statistic ``v`` of sensitivity
-``s_i`` is released as ``S * (v / S + X)`` with ``S >= s_i (1 + 2^-20)``. The float
-quotients ``v / S`` of two neighbours differ by at most ``s_i / S + 2 u`` where ``u`` is
-half an ulp of ``|v / S| < 2^27`` (every statistic of dpkit.learn stays below
-``2 MAX_ROWS = 2^27``), i.e. ``u <= 2^-26``, and ``s_i / S <= 1 - 2^-20 + 2^-40 <=
-1 - 2^-25``: the scaled statistic has sensitivity at most 1, as the design needs.
-Multiplying back by ``S`` is post-processing.
+Scaling: a design made for sensitivity ``sigma`` releases a statistic ``v`` of
+sensitivity ``s_i`` as ``F * (v / F + X)`` with ``F >= s_i (1 + 2^-20) / sigma``. Every
+statistic of dpkit.learn has ``|v| <= n s_i < 2^26 s_i`` (``n < MAX_ROWS`` rows, each
+moving it by at most ``s_i``), so ``|v / F| < 2^26 sigma`` and each float quotient is
+within half an ulp, ``2^-27 sigma``, of the exact one. Two neighbours' quotients then
+differ by at most ``sigma (1 - 2^-20 + 2^-40) + 2^-26 sigma <= sigma``: the scaled
+statistic has the design's sensitivity. Multiplying back by ``F`` is post-processing.
 
 Loss of ``"optimal"``: squared error (``"l2"``). The statistics enter the models through
 averages (means, variances, gradient means) whose accuracy is their mean squared error,
@@ -31,12 +32,15 @@ the noise's second moment; the l1-optimal noise trades variance for a smaller me
 absolute error, which neither model uses.
 
 Grid rule of ``"optimal"`` (public parameters only): with ``A = ln(1 + (e^eps - 1) /
-(2 delta)) / eps`` the truncated-Laplace support (sensitivity 1), the design's support
-is ``max(1.5 A, 2)`` -- the optimal noise measured here never uses more than ``A`` --
-and its interval width is ``1 / k`` with ``k = clip(floor(200 / support), 1, 20)``: at
-most about 400 intervals (an LP of about a second) and at least one interval per unit
-of sensitivity. Designs are cached per ``(epsilon_i, delta_i)``, so a fit (and repeated
-fits) never solve the same LP twice.
+(2 delta)) / eps`` the truncated-Laplace support in units of the sensitivity, the
+design's support is ``W = max(1.5 A, 2)`` units -- the optimal noise measured here
+never uses more than ``A`` -- and its interval width is ``1 / k`` units with ``k =
+clip(floor(200 / W), 1, 20)``: at most about 400 intervals (an LP of about a second)
+unless ``W > 200`` (epsilon_i below about 0.02), where one interval per unit gives
+``2 W`` intervals (about 2,800, a second, at epsilon_i = 0.002). The unit (the design's
+sensitivity) is the power of two nearest ``1 / W``, so the LP's support and costs are of
+order 1 (HiGHS fails on the same LP with squared costs near 10^6). Designs are cached
+per ``(epsilon_i, delta_i)``, so a fit (and repeated fits) never solve the same LP twice.
 """
 
 from __future__ import annotations
@@ -76,14 +80,6 @@ def check_noise(noise: Any, delta: Any, owner: str) -> tuple[str | NoiseDesign, 
     from dpkit.design import NoiseDesign  # the LP layer loads only when used
 
     if isinstance(noise, NoiseDesign):
-        if noise.sensitivity != 1.0:
-            raise InvalidParameter.for_parameter(
-                "noise",
-                owner,
-                "a NoiseDesign made for sensitivity=1.0 (dpkit.learn scales every "
-                f"statistic to sensitivity 1); this one has sensitivity={noise.sensitivity!r}",
-                noise,
-            )
         kind: str | NoiseDesign = noise
     elif isinstance(noise, str) and noise in NOISE_NAMES:
         kind = noise
@@ -182,8 +178,9 @@ def scalar_noise(
             "of the budget of each statistic: see the model's statistic_budgets)",
             design,
         )
-    # S >= s (1 + 2^-20), rounded up: the scaled statistic has sensitivity <= 1 (module doc)
-    factor = up(sensitivity * (1.0 + SCALE_MARGIN), 4)
+    # F >= s (1 + 2^-20) / sigma, rounded up: the scaled statistic has sensitivity
+    # <= sigma, the design's (module docstring)
+    factor = up(sensitivity * (1.0 + SCALE_MARGIN) / design.sensitivity, 4)
     deviation = factor * _deviation(design)
 
     def draw(values: FloatArray, rng: Random) -> FloatArray:
@@ -211,24 +208,25 @@ def _as_array(value: Any) -> FloatArray:
     return np.atleast_1d(np.asarray(value, dtype=np.float64))
 
 
-def design_grid(epsilon: float, delta: float) -> tuple[float, float]:
-    """``(granularity, support)`` of the automatic design (module docstring)."""
+def design_grid(epsilon: float, delta: float) -> tuple[float, float, float]:
+    """``(sensitivity, granularity, support)`` of the automatic design (module docstring)."""
     bound = math.log1p(math.expm1(epsilon) / (2.0 * delta)) / epsilon
-    support = max(1.5 * bound, 2.0)
-    per_unit = min(20, max(1, math.floor(_DESIGN_INTERVALS / 2 / support)))
-    return 1.0 / per_unit, support
+    units = max(1.5 * bound, 2.0)
+    per_unit = min(20, max(1, math.floor(_DESIGN_INTERVALS / 2 / units)))
+    unit = math.ldexp(1.0, -round(math.log2(units)))
+    return unit, unit / per_unit, units * unit
 
 
 @functools.lru_cache(maxsize=128)
 def optimal_design(epsilon: float, delta: float) -> NoiseDesign:
-    """The l2-optimal (epsilon, delta)-DP noise for sensitivity 1 (cached)."""
+    """The l2-optimal (epsilon, delta)-DP noise on the grid of :func:`design_grid` (cached)."""
     from dpkit.design import design_noise
 
-    granularity, support = design_grid(epsilon, delta)
+    sensitivity, granularity, support = design_grid(epsilon, delta)
     return design_noise(
         epsilon=epsilon,
         delta=delta,
-        sensitivity=1.0,
+        sensitivity=sensitivity,
         loss=OPTIMAL_LOSS,
         granularity=granularity,
         support=support,

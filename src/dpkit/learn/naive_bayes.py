@@ -54,9 +54,10 @@ class GaussianNB(DPModelMixin, ClassifierMixin, BaseEstimator):  # type: ignore[
         ``"laplace"`` (default; epsilon-DP, Laplace noise on each block of statistics),
         ``"gaussian"`` (analytic Gaussian), ``"truncated_laplace"``, ``"optimal"`` (the
         l2-optimal noise of :func:`dpkit.design.design_noise`) or a
-        :class:`~dpkit.design.NoiseDesign` for sensitivity 1. The non-Laplace noises
-        are calibrated per scalar statistic (see :mod:`dpkit.learn._noise` and
-        :meth:`statistic_budgets`) and make the fit (epsilon, delta)-DP.
+        :class:`~dpkit.design.NoiseDesign` (statistics are scaled to its sensitivity).
+        The non-Laplace noises are calibrated per scalar statistic (see
+        :mod:`dpkit.learn._noise` and :meth:`statistic_budgets`) and make the fit
+        (epsilon, delta)-DP.
     delta:
         The delta of the guarantee: required in (0, 1) for every noise but Laplace
         (which ignores it).
