@@ -24,11 +24,12 @@ from dpkit.accounting import (
     gaussian_delta,
     gaussian_epsilon,
 )
-from dpkit.accounting._math.pld.convolve import convolve, self_compose
+from dpkit.accounting._math.pld.convolve import convolve
 from dpkit.accounting._math.pld.discretize import from_atoms, from_interval_cdfs
 from dpkit.accounting._math.pld.hockey import hockey_stick, smallest_epsilon
 from dpkit.accounting._math.pld.mechanisms import GaussianNoise, sampled_cdfs
 from dpkit.accounting._math.pld.pmf import LossPmf, truncate
+from dpkit.accounting._math.pld.power import self_compose
 from dpkit.accounting.pld import PLDAccountant
 from dpkit.errors import InvalidParameter, UnsupportedEvent
 from dpkit.testing import check_accountant

@@ -33,7 +33,7 @@ from __future__ import annotations
 from typing import Literal, Self
 
 from dpkit import _validation as check
-from dpkit.accounting._math.pld.convolve import convolve, self_compose
+from dpkit.accounting._math.pld.convolve import convolve
 from dpkit.accounting._math.pld.discretize import TooManyBuckets, from_interval_cdfs
 from dpkit.accounting._math.pld.hockey import hockey_stick, smallest_epsilon
 from dpkit.accounting._math.pld.mechanisms import (
@@ -46,6 +46,7 @@ from dpkit.accounting._math.pld.mechanisms import (
     sampled_cdfs,
 )
 from dpkit.accounting._math.pld.pmf import LossPmf, identity
+from dpkit.accounting._math.pld.power import self_compose
 from dpkit.accounting._pld_extra import extra_leaf_pmfs, supports_extra
 from dpkit.accounting.accountant import Accountant
 from dpkit.accounting.events import (

@@ -43,7 +43,7 @@ from dpkit.accounting._math.pld.discretize import TooManyBuckets
 from dpkit.accounting._math.pld.pmf import FloatArray, LossPmf, U, exp_up, mass_lower, truncate
 from dpkit.accounting._math.pld.window import log_mgf
 
-__all__ = ["convolve", "self_compose"]
+__all__ = ["convolve"]
 
 _FFT_C = 10.0
 #: Largest FFT length (2^27 doubles: 1 GiB); above it the grid is too fine.
@@ -171,10 +171,3 @@ def _summed(
         return total + 4.0 * U * abs(total)
 
     return value
-
-
-def self_compose(pmf: LossPmf, count: int, tail_mass: float) -> LossPmf:
-    """The ``count``-fold composition of ``pmf`` with itself (see :mod:`.power`)."""
-    from dpkit.accounting._math.pld.power import k_fold  # power imports this module
-
-    return k_fold(pmf, count, tail_mass)

@@ -52,7 +52,7 @@ from dpkit.accounting._math.pld.pmf import (
 )
 from dpkit.accounting._math.pld.window import choose_tilt, log_mgf, window
 
-__all__ = ["k_fold"]
+__all__ = ["k_fold", "self_compose"]
 
 #: Tilted weights below ``e^-_UNDERFLOW`` (relative to the largest) are not tilted:
 #: their mass is moved to ``+inf`` instead (pessimistic; it is below ``e^-400``).
@@ -283,3 +283,8 @@ def _scaled(log_mgf_bound: Callable[[float], float], count: int) -> Callable[[fl
         return count * log_mgf_bound(lam)
 
     return value
+
+
+def self_compose(pmf: LossPmf, count: int, tail_mass: float) -> LossPmf:
+    """The ``count``-fold composition of ``pmf`` with itself: :func:`k_fold`."""
+    return k_fold(pmf, count, tail_mass)

@@ -8,7 +8,7 @@ moment generating sum of the finite masses. Any ``lam`` gives a valid cut, so ``
 is chosen on a coarse proxy (block sums) and only the chosen one is evaluated on the
 exact masses, with a rigorous rounding allowance.
 
-The same generating sums pick the tilt of :func:`.convolve.self_compose` (a heuristic:
+The same generating sums pick the tilt of :func:`.power.self_compose` (a heuristic:
 every tilt gives a valid bound; this one keeps it small across the deltas users ask).
 """
 
