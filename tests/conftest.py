@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -52,6 +53,9 @@ def spark() -> Iterator[Any]:
         pytest.skip(message)
     from pyspark.sql import SparkSession
 
+    # Python workers run this interpreter (as dpkit's spark_session() arranges), also
+    # when the tests run from a virtual environment that is not activated.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     session = (
         SparkSession.builder.master("local[2]")
         .appName("dpkit-tests")

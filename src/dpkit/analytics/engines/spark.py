@@ -32,6 +32,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import sys
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -103,6 +104,10 @@ def spark_session(owner: str = "dpkit") -> Any:
             "openjdk-17-jre-headless) or set JAVA_HOME."
         )
     cores = os.cpu_count() or 2
+    # Local Python workers (UDFs, pandas conversions) run `python3` from PATH unless
+    # told otherwise; in a virtual environment run without activation that is another
+    # interpreter, without this one's packages. Use this interpreter, unless set.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     started = (
         sql.SparkSession.builder.master("local[*]")
         .appName("dpkit")
