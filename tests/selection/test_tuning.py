@@ -182,9 +182,25 @@ def test_not_a_dpkit_model() -> None:
 
 def test_bad_data() -> None:
     X, y = blobs(100)
+    with pytest.raises(dp.DataError, match="2-D"):  # the schema raises
+        dp.tune(NB, {"var_smoothing": [1e-9]}, X[:, 0], y, budget=1.0)
+    # A row out of the domain is dropped, never refused.
     X[3, 1] = np.nan
-    with pytest.raises(dp.DataError, match="NaN"):
-        dp.tune(NB, {"var_smoothing": [1e-9]}, X, y, budget=1.0)
+    result = dp.tune(NB, {"var_smoothing": [1e-9]}, X, y, budget=1.0, rng=seeded(11))
+    assert result.guarantee == dp.PureDP(1.0)
+
+
+def test_poisson_law_is_refused() -> None:
+    X, y = blobs(100)
+    with pytest.raises(dp.InvalidParameter, match="Poisson"):
+        dp.tune(NB, {"var_smoothing": [1e-9]}, X, y, budget=1.0, repetitions="poisson")
+
+
+def test_the_released_model_does_not_hold_the_tuning_generator() -> None:
+    X, y = blobs(300)
+    rng = seeded(12)
+    result = dp.tune(NB, {"var_smoothing": [1e-9]}, X, y, budget=1.0, rng=rng)
+    assert result.model.get_params()["rng"] is None  # the estimator's own (None)
 
 
 def test_a_failing_trial_is_charged_and_reported() -> None:

@@ -126,6 +126,13 @@ def check_bounds(
         raise InvalidParameter.for_parameter(name, owner, expected, bounds) from err
     if not (np.isfinite(lower).all() and np.isfinite(upper).all() and (lower < upper).all()):
         raise InvalidParameter.for_parameter(name, owner, expected, bounds)
+    # Scaling divides by the half-width: it must be a normal float (no overflow of
+    # upper - lower, no subnormal that would blow a quotient up to inf).
+    half_width = upper / 2 - lower / 2
+    if not (np.isfinite(half_width).all() and (half_width >= np.finfo(np.float64).tiny).all()):
+        raise InvalidParameter.for_parameter(
+            name, owner, f"{expected}, with (upper - lower) / 2 a normal float", bounds
+        )
     return lower, upper
 
 

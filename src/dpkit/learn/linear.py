@@ -6,7 +6,6 @@ import math
 from typing import Any, NamedTuple
 
 import numpy as np
-import numpy.typing as npt
 from sklearn.base import BaseEstimator, RegressorMixin
 
 from dpkit import _validation as check
@@ -22,13 +21,20 @@ from dpkit.learn._base import (
     check_bounds,
     check_features,
     check_privacy,
-    check_real_target,
     check_scalar_bounds,
     exact_column_sums,
     grid_step,
     laplace_for,
 )
-from dpkit.random import RandomLike, as_random
+from dpkit.learn._rows import (
+    clip_then_scale,
+    finite_rows,
+    model_random,
+    real_target,
+    training_features,
+    training_target,
+)
+from dpkit.random import RandomLike
 
 __all__ = ["LinearRegression"]
 
@@ -118,15 +124,18 @@ class LinearRegression(DPModelMixin, RegressorMixin, BaseEstimator):  # type: ig
                 f"{owner}: give public bounds=(lower, upper) for the features and "
                 "bounds_y=(lower, upper) for the target; dpkit never reads them from the data."
             )
-        features = check_features(X, owner)
-        target = check_real_target(y, features.shape[0], owner)
+        features = training_features(X, owner)
+        target, finite_target = real_target(training_target(y, features.shape[0], owner), owner)
+        # Rows with a non-finite feature or target are dropped, never refused.
+        keep = finite_target & finite_rows(features)
+        features, target = features[keep], target[keep]
         d = features.shape[1]
         self._lower, self._upper = check_bounds(self.bounds, d, "LinearRegression")
         self._y_lower, self._y_upper = check_scalar_bounds(
             self.bounds_y, "LinearRegression", "bounds_y"
         )
-        z = _scale(features, self._lower, self._upper)
-        t = _scale(target[:, None], np.array([self._y_lower]), np.array([self._y_upper]))
+        z = clip_then_scale(features, self._lower, self._upper)
+        t = clip_then_scale(target[:, None], np.array([self._y_lower]), np.array([self._y_upper]))
         columns = [z, np.ones((z.shape[0], 1))] if self.fit_intercept else [z]
         augmented = np.hstack([*columns, t])
         rows, cols = np.triu_indices(augmented.shape[1])
@@ -137,7 +146,7 @@ class LinearRegression(DPModelMixin, RegressorMixin, BaseEstimator):  # type: ig
         sums = exact_column_sums(products, np.full(entries, grid_step(1.0)))
 
         alpha = _check_alpha(self.alpha, owner)
-        random = as_random(self.rng)
+        random = model_random(self.rng, "LinearRegression")
         spec = _noise(epsilon, delta, entries)
         if spec.laplace:
             noisy = noise.laplace(sums, scale=spec.scale, rng=random)
@@ -225,10 +234,3 @@ def _check_alpha(alpha: Any, owner: str) -> float | None:
             raise InvalidParameter.for_parameter("alpha", owner, '"auto" or a float >= 0', alpha)
         return None
     return check.check_nonnegative(alpha, "alpha", owner)
-
-
-def _scale(values: FloatArray, lower: FloatArray, upper: FloatArray) -> FloatArray:
-    centre = (lower + upper) / 2
-    radius = (upper - lower) / 2
-    scaled: npt.NDArray[np.float64] = np.clip((values - centre) / radius, -1.0, 1.0)
-    return scaled

@@ -29,13 +29,19 @@ from dpkit.learn._base import (
     check_bounds,
     check_features,
     check_privacy,
-    check_target,
-    clip_rows_to_norm,
     exact_weighted_sums,
     grid_step,
     norm_slack,
 )
-from dpkit.random import Random, RandomLike, as_random
+from dpkit.learn._rows import (
+    clip_to_norm,
+    finite_rows,
+    model_random,
+    scaled_norms,
+    training_features,
+    training_target,
+)
+from dpkit.random import Random, RandomLike
 
 __all__ = ["LogisticRegression"]
 
@@ -238,12 +244,16 @@ class LogisticRegression(DPModelMixin, ClassifierMixin, BaseEstimator):  # type:
         if momentum == 1.0:
             raise InvalidParameter.for_parameter("momentum", owner, "a float in [0, 1)", 1.0)
         alpha = check.check_nonnegative(self.alpha, "alpha", owner)
-        features = check_features(X, owner)
-        labels = self._binary_labels(check_target(y, features.shape[0], owner), owner)
+        features = training_features(X, owner)
+        labels, known = self._binary_labels(training_target(y, features.shape[0], owner))
         self._set_transform(features.shape[1], owner)
-        design = self._design(features)
+        # Rows with a non-finite feature or a label outside the classes are dropped (a
+        # per-row transformation; see dpkit.learn._rows), never refused.
+        keep = known & finite_rows(features)
+        design = self._design(features[keep])
+        labels = labels[keep]
         plan = _plan(epsilon, delta, steps, rate)
-        random = as_random(self.rng)
+        random = model_random(self.rng, "LogisticRegression")
 
         weights = self._descend(
             design, labels, plan, steps, rate, clip, lr, momentum, alpha, random
@@ -254,7 +264,8 @@ class LogisticRegression(DPModelMixin, ClassifierMixin, BaseEstimator):  # type:
         self.guarantee_ = ApproxDP(epsilon, delta)
         return self
 
-    def _binary_labels(self, y: npt.NDArray[Any], owner: str) -> FloatArray:
+    def _binary_labels(self, y: npt.NDArray[Any]) -> tuple[FloatArray, npt.NDArray[np.bool_]]:
+        """0/1 targets, and which rows have one of the two public labels."""
         if self.classes is None:
             negative: Any = 0
             positive: Any = 1
@@ -267,14 +278,10 @@ class LogisticRegression(DPModelMixin, ClassifierMixin, BaseEstimator):  # type:
                     "classes", "LogisticRegression", "a pair (negative, positive)", self.classes
                 ) from None
             self.classes_ = np.array([negative, positive])
-        is_positive = y == positive
-        if not (is_positive | (y == negative)).all():
-            raise DataError(
-                "LogisticRegression.fit: y holds labels other than the two classes; pass "
-                "classes=(negative, positive) with the public label set (default 0/1)."
-            )
+        is_positive = np.asarray(y == positive, dtype=bool)
+        known = is_positive | np.asarray(y == negative, dtype=bool)
         targets: FloatArray = is_positive.astype(np.float64)
-        return targets
+        return targets, known
 
     def _set_transform(self, features: int, owner: str) -> None:
         # The map from raw features to the training scale: z = clip(x) * scale + shift.
@@ -290,11 +297,13 @@ class LogisticRegression(DPModelMixin, ClassifierMixin, BaseEstimator):  # type:
 
     def _transform(self, features: FloatArray) -> FloatArray:
         if self._lower is not None and self._upper is not None:
+            # Halves first: upper - lower may overflow where (upper - lower) / 2 does not.
             clipped = np.clip(features, self._lower, self._upper)
-            scaled: FloatArray = (clipped - self._lower) / (self._upper - self._lower)
+            half = self._upper / 2 - self._lower / 2
+            scaled: FloatArray = np.clip((clipped / 2 - self._lower / 2) / half, 0.0, 1.0)
             return scaled
         if self._norm is not None:
-            return clip_rows_to_norm(features, self._norm) / self._norm
+            return clip_to_norm(features, self._norm) / self._norm
         return features
 
     def _design(self, features: FloatArray) -> FloatArray:
@@ -317,7 +326,7 @@ class LogisticRegression(DPModelMixin, ClassifierMixin, BaseEstimator):  # type:
         random: Random,
     ) -> FloatArray:
         rows, width = design.shape
-        row_norms = np.sqrt(np.einsum("ij,ij->i", design, design))
+        row_norms = scaled_norms(design)
         step = grid_step(clip)
         # A row's rounded, clipped gradient has norm <= clip + slack: the sensitivity.
         sensitivity = clip + norm_slack(width, step)
@@ -353,7 +362,7 @@ class LogisticRegression(DPModelMixin, ClassifierMixin, BaseEstimator):  # type:
         # Report in the original units: the training features were z = (x - lo) / (hi - lo)
         # (bounds) or x / data_norm; the map is affine inside the bounds.
         if self._lower is not None and self._upper is not None:
-            coef = coef / (self._upper - self._lower)
+            coef = (coef / 2) / (self._upper / 2 - self._lower / 2)
             intercept -= float(coef @ self._lower)
         elif self._norm is not None:
             coef = coef / self._norm
@@ -407,11 +416,18 @@ def _clipped_gradient_sum(
     """
     if design.shape[0] == 0:
         return np.zeros(design.shape[1])
-    residual = _sigmoid(design @ w) - labels
-    norms = np.abs(residual) * row_norms
+    with np.errstate(over="ignore", invalid="ignore"):
+        logits = design @ w  # may overflow on huge rows: any value is fine, see below
+    # Residuals in [-1, 1] whatever the logit (NaN, from inf - inf, counts as 0).
+    residual = _sigmoid(np.nan_to_num(logits, nan=0.0)) - labels
+    # Clip |r_i| ||x_i|| to clip (1 - 2^-40): r_i is clipped to +-target / ||x_i||. A row
+    # of norm 0 contributes 0 whatever r_i; a row whose norm overflows contributes 0.
     target = clip * (1.0 - 2.0**-40)
-    factor = np.minimum(1.0, target / np.maximum(norms, np.finfo(np.float64).tiny))
-    return exact_weighted_sums(design, residual * factor, step)
+    with np.errstate(divide="ignore"):
+        limit = np.where(row_norms > 0, target / row_norms, np.inf)
+    weights = np.clip(residual, -limit, limit)
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        return exact_weighted_sums(design, weights, step)
 
 
 def _sigmoid(z: FloatArray) -> FloatArray:

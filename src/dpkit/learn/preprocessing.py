@@ -13,7 +13,8 @@ from dpkit.accounting.guarantees import PureDP
 from dpkit.errors import DataError, InvalidParameter
 from dpkit.learn._base import DPModelMixin, FloatArray, check_bounds, check_features
 from dpkit.learn._moments import DEFAULT_SHARES, mean_and_variance, moment_scales, noisy_moments
-from dpkit.random import RandomLike, as_random
+from dpkit.learn._rows import clip_then_scale, finite_rows, model_random, training_features
+from dpkit.random import RandomLike
 
 __all__ = ["MinMaxScaler", "StandardScaler"]
 
@@ -87,12 +88,13 @@ class StandardScaler(DPModelMixin, TransformerMixin, BaseEstimator):  # type: ig
                 f"{owner}: give public bounds=(lower, upper) for the features; dpkit never "
                 "reads them from the data."
             )
-        features = check_features(X, owner)
+        features = training_features(X, owner)
+        features = features[finite_rows(features)]  # dropped, never refused
         lower, upper = check_bounds(self.bounds, features.shape[1], "StandardScaler")
-        centre, radius = (lower + upper) / 2, (upper - lower) / 2
-        z = np.clip((features - centre) / radius, -1.0, 1.0)
+        centre, radius = lower / 2 + upper / 2, upper / 2 - lower / 2
+        z = clip_then_scale(features, lower, upper)
         scales = moment_scales(epsilon, features.shape[1], DEFAULT_SHARES)
-        moments = noisy_moments(z, scales, as_random(self.rng))
+        moments = noisy_moments(z, scales, model_random(self.rng, "StandardScaler"))
         mean, variance = mean_and_variance(moments, scales)
         self.mean_ = centre + radius * mean
         self.var_ = (radius * radius) * variance
@@ -136,7 +138,7 @@ class MinMaxScaler(DPModelMixin, TransformerMixin, BaseEstimator):  # type: igno
         owner = "MinMaxScaler.fit"
         if self.bounds is None:
             raise InvalidParameter(f"{owner}: give public bounds=(lower, upper).")
-        features = check_features(X, owner)
+        features = training_features(X, owner)  # the shape only: no value is read
         self._lower, self._upper = check_bounds(self.bounds, features.shape[1], "MinMaxScaler")
         self._low, self._high = _range(self.feature_range, owner)
         self.n_features_in_ = features.shape[1]

@@ -32,6 +32,7 @@ from dpkit.accounting.events import (
 )
 from dpkit.accounting.guarantees import ApproxDP, PureDP
 from dpkit.errors import InvalidParameter
+from dpkit.learn._base import laplace_for
 from dpkit.mechanisms._base import Guarantee
 from dpkit.random import Random, RandomLike, as_random
 from dpkit.selection.private_candidates import (
@@ -137,7 +138,14 @@ def tune(
     (``RepeatAndSelectEvent``: ``(2 + eta) eps``-DP, 3 eps for geometric, LT19 Thm 3.2,
     PS22 Cor. 3; RDP: PS22 Thm 2); the validation count adds ``count_share * epsilon``.
     The model epsilon is the largest (bisection, never overshooting) whose total meets
-    ``budget``.
+    ``budget``. Rows with a non-finite feature, a label outside the model's classes or
+    a non-finite target are dropped, never refused; an empty split is fitted (noise
+    only). The released model does not hold the generator that drew the noise.
+
+    Only the selected trial is released: the number of trials ``K`` must stay hidden
+    too (the guarantee of the best of a *known* number of trials is much weaker), and
+    ``tune``'s running time is about ``K`` times one trial's. Run it where its duration
+    is not observed by whoever receives the result.
 
     Examples
     --------
@@ -158,6 +166,11 @@ def tune(
     True
     """
     owner = "tune"
+    if repetitions == "poisson":
+        raise InvalidParameter(
+            f"{owner}: the Poisson law can draw no trial at all, and tune must return a "
+            "model; use 'geometric', 'negative_binomial' or 'logarithmic'."
+        )
     target = _check_budget(budget, owner)
     settings = _settings(search_space, owner)
     fraction = check.check_probability(
@@ -176,7 +189,8 @@ def tune(
     count_epsilon = count_share * epsilon
     count_event = LaplaceEvent(1.0 / count_epsilon)
 
-    def trial_event(model_epsilon: float) -> Event:
+    def trial_plan(model_epsilon: float) -> tuple[Event, float]:
+        """A trial's event (training and score) and the score's Laplace scale."""
         events = {_model_event(estimator, setting, model_epsilon, width) for setting in settings}
         if len(events) != 1:
             raise InvalidParameter(
@@ -191,20 +205,23 @@ def tune(
                     f"{owner}: this model has no pure-DP guarantee; give budget as "
                     "ApproxDP(epsilon, delta)."
                 )
-            return PureEvent(model_pure)  # the score runs at the same epsilon, in parallel
-        return ComposedEvent((model_event, LaplaceEvent(1.0 / (score_share * model_epsilon))))
+            # The score runs at the model's own (event) epsilon, in parallel: a row is in
+            # the training rows or the validation rows, never both (LT19 Lemma 5.1).
+            scale, _ = laplace_for(1.0, model_pure)
+            return PureEvent(model_pure), scale
+        scale, score_event = laplace_for(1.0, score_share * model_epsilon)
+        return ComposedEvent((model_event, score_event)), scale
 
     def total(model_epsilon: float) -> tuple[Event, PureDP | ApproxDP]:
         selection = random_stopping_event(
-            trial_event(model_epsilon), **_law_arguments(repetitions, mean, shape)
+            trial_plan(model_epsilon)[0], **_law_arguments(repetitions, mean, shape)
         )
         event = ComposedEvent((count_event, selection))
         return event, _guarantee(event, delta)
 
     model_epsilon = _largest_epsilon(lambda e: total(e)[1].epsilon, epsilon, owner)
     event, _ = total(model_epsilon)  # within the budget: the budget is the guarantee
-    trial = trial_event(model_epsilon)
-    score_epsilon = model_epsilon if pure else score_share * model_epsilon
+    trial, score_scale = trial_plan(model_epsilon)
 
     random = as_random(rng)
     validation = _validation_mask(features.shape[0], fraction, random)
@@ -212,11 +229,16 @@ def tune(
     noisy_size = float(noise.laplace(float(validation.sum()), scale=1 / count_epsilon, rng=random))
     score_rows = _score_function(estimator, features[validation], labels[validation])
 
+    own_rng = estimator.get_params().get("rng")
+
     def candidate(rng: Random) -> tuple[float, tuple[dict[str, Any], Any]]:
         setting = settings[rng.integers(len(settings))]
         model = _configured(estimator, setting, model_epsilon).set_params(rng=rng)
         model.fit(features[train], labels[train])
-        noisy = float(noise.laplace(score_rows(model), scale=1 / score_epsilon, rng=rng))
+        # The released model must not hold the generator its noise (and the split)
+        # came from: whoever holds it could replay the stream.
+        model.set_params(rng=own_rng)
+        noisy = float(noise.laplace(score_rows(model), scale=score_scale, rng=rng))
         return noisy, (dict(setting), model)
 
     release = random_stopping(
@@ -277,15 +299,19 @@ def _settings(space: object, owner: str) -> list[dict[str, Any]]:
 
 
 def _data(estimator: Any, X: Any, y: Any, owner: str) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
-    from dpkit.learn._base import check_features, check_target
+    """The schema is checked; rows with non-finite features are dropped, never refused
+    (the models drop rows with labels or targets out of their domain the same way)."""
+    from dpkit.learn._rows import finite_rows, training_features, training_target
 
     for name in ("privacy_event", "fit", "set_params", "get_params"):
         if not hasattr(estimator, name):
             raise InvalidParameter.for_parameter(
                 "estimator", owner, "a dpkit.learn model (with privacy_event)", estimator
             )
-    features = check_features(X, owner)
-    return features, check_target(y, features.shape[0], owner)
+    features = training_features(X, owner)
+    labels = training_target(y, features.shape[0], owner)
+    keep = finite_rows(features)
+    return features[keep], labels[keep]
 
 
 def _configured(estimator: Any, setting: Mapping[str, Any], epsilon: float) -> Any:
