@@ -168,10 +168,29 @@ def test_a_design_over_the_update_budget_is_refused() -> None:
     assert not hasattr(regression, "event")
 
 
-def test_labels_outside_classes_and_unfitted_use() -> None:
+def test_unusable_rows_are_dropped_never_refused() -> None:
+    X, y = sparse_data(300)
+    clean = model(rng=seeded(21)).fit(X, y)
+    # extra rows with an unknown label or a non-finite feature change nothing
+    X_more = np.vstack([X, np.full((2, 6), 0.5), [[np.nan] * 6]])
+    y_more = np.concatenate([y, [7, 1], [0]])
+    X_more[-2, 3] = np.inf
+    dirty = model(rng=seeded(21)).fit(X_more, y_more)
+    np.testing.assert_array_equal(clean.coef_, dirty.coef_)
+    assert dirty.event == clean.event
+    # an empty table is fitted as well (noise only)
+    empty = model().fit(np.zeros((0, 6)), np.zeros(0))
+    assert empty.event == clean.event
+
+
+def test_numpy_generators_are_refused() -> None:
+    X, y = sparse_data(100)
+    with pytest.raises(dp.errors.InvalidParameter, match="rng"):
+        model(rng=np.random.default_rng(0)).fit(X, y)
+
+
+def test_unfitted_use_and_wrong_width() -> None:
     X, y = sparse_data(200)
-    with pytest.raises(dp.errors.DataError, match="outside classes"):
-        model().fit(X, y + 1)
     with pytest.raises(NotFittedError):
         model().predict(X)
     fitted = model().fit(X, y)

@@ -18,12 +18,18 @@ from dpkit.learn._base import (
     FloatArray,
     check_bounds,
     check_features,
-    check_target,
     exact_column_sums,
     grid_step,
 )
 from dpkit.learn._noise import ScalarNoise, check_noise, scalar_noise
-from dpkit.random import Random, RandomLike, as_random
+from dpkit.learn._rows import (
+    clip_then_scale,
+    finite_rows,
+    model_random,
+    training_features,
+    training_target,
+)
+from dpkit.random import Random, RandomLike
 
 __all__ = ["SparseLogisticRegression"]
 
@@ -190,24 +196,27 @@ class SparseLogisticRegression(DPModelMixin, ClassifierMixin, BaseEstimator):  #
             raise InvalidParameter.for_parameter(
                 "classes", owner, "two distinct labels (negative, positive)", self.classes
             )
-        features = check_features(X, owner)
-        labels = check_target(y, features.shape[0], owner)
-        positive = labels == classes[1]
-        if not (positive | (labels == classes[0])).all():
-            raise DataError(f"{owner}: y holds labels outside classes.")
+        features = training_features(X, owner)
+        labels = training_target(y, features.shape[0], owner)
         self._lower, self._upper = check_bounds(
             self.bounds, features.shape[1], "SparseLogisticRegression"
         )
         count_noise, step_noise, event = self._noises(features.shape[1], owner)
-        random = as_random(self.rng)
-        design = np.hstack([self._scale(features), np.ones((features.shape[0], 1))])
-        signs = np.where(positive, 1.0, -1.0)
+        random = model_random(self.rng, "SparseLogisticRegression")
+        # Rows with a non-finite feature or a label outside the classes are dropped (a
+        # per-row transformation, see dpkit.learn._rows), never refused: whether fit
+        # succeeds depends on no row. An empty table is fitted too (noise only).
+        positive = np.asarray(labels == classes[1], dtype=bool)
+        keep = (positive | np.asarray(labels == classes[0], dtype=bool)) & finite_rows(features)
+        kept = features[keep]
+        design = np.hstack([self._scale(kept), np.ones((kept.shape[0], 1))])
+        signs = np.where(positive[keep], 1.0, -1.0)
         weights = _descend(design, signs, count_noise, step_noise, epochs, step_size, alpha, random)
         self.classes_ = classes
         self.coef_scaled_ = weights[:-1]
         self.intercept_scaled_ = float(weights[-1])
-        radius = (self._upper - self._lower) / 2
-        centre = (self._lower + self._upper) / 2
+        radius = self._upper / 2 - self._lower / 2  # halves first: no overflow
+        centre = self._lower / 2 + self._upper / 2
         self.coef_ = (weights[:-1] / radius)[None, :]
         self.intercept_ = np.array([weights[-1] - float(np.sum(weights[:-1] * centre / radius))])
         self.n_features_in_ = features.shape[1]
@@ -216,11 +225,8 @@ class SparseLogisticRegression(DPModelMixin, ClassifierMixin, BaseEstimator):  #
         return self
 
     def _scale(self, features: FloatArray) -> FloatArray:
-        centre = (self._lower + self._upper) / 2
-        radius = (self._upper - self._lower) / 2
-        # Clipping after scaling keeps |z| <= 1 whatever the rounding of the division.
-        z: FloatArray = np.clip((features - centre) / radius, -1.0, 1.0)
-        return z
+        # Clip first, then scale (no overflow on huge values), then clip to [-1, 1].
+        return clip_then_scale(features, self._lower, self._upper)
 
     # -- prediction -------------------------------------------------------------------
 
@@ -289,7 +295,7 @@ def _descend(
 ) -> FloatArray:
     """Proximal coordinate descent with noisy gradient sums; the last column of
     ``design`` is the (unpenalised) intercept."""
-    rows, width = design.shape
+    rows, width = design.shape  # rows may be 0: then the releases are noise only
     count = float(count_noise.release(np.array([float(rows)]), rng)[0])
     count = max(count, 1.0)  # post-processing of the noisy count
     weights = np.zeros(width)
