@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dpkit import _validation as check
-from dpkit import noise as dpnoise
+from dpkit import noise
 from dpkit.accounting._math.rounding import up
 from dpkit.accounting.events import ApproxEvent, Event
 from dpkit.errors import InternalError, InvalidParameter
@@ -77,18 +77,18 @@ SCALE_MARGIN = 2.0**-20
 _DESIGN_INTERVALS = 400
 
 
-def check_noise(noise: Any, delta: Any, owner: str) -> tuple[str | NoiseDesign, float]:
+def check_noise(choice: Any, delta: Any, owner: str) -> tuple[str | NoiseDesign, float]:
     """The validated ``noise`` (a name or a NoiseDesign) and ``delta`` (0 allowed only for
     Laplace noise, which ignores it)."""
     from dpkit.design import NoiseDesign  # the LP layer loads only when used
 
-    if isinstance(noise, NoiseDesign):
-        kind: str | NoiseDesign = noise
-    elif isinstance(noise, str) and noise in NOISE_NAMES:
-        kind = noise
+    if isinstance(choice, NoiseDesign):
+        kind: str | NoiseDesign = choice
+    elif isinstance(choice, str) and choice in NOISE_NAMES:
+        kind = choice
     else:
         raise InvalidParameter.for_parameter(
-            "noise", owner, f"one of {NOISE_NAMES} or a dpkit.design.NoiseDesign", noise
+            "noise", owner, f"one of {NOISE_NAMES} or a dpkit.design.NoiseDesign", choice
         )
     dlt = check.check_delta(delta, owner, allow_zero=True)
     if kind != "laplace" and dlt == 0.0:
@@ -140,7 +140,7 @@ def scalar_noise(
             0.0,
             event,
             math.sqrt(2.0) * scale,
-            lambda v, rng: _as_array(dpnoise.laplace(v, scale=scale, rng=rng)),
+            lambda v, rng: _as_array(noise.laplace(v, scale=scale, rng=rng)),
         )
     if kind == "gaussian":
         from dpkit.mechanisms import Gaussian
@@ -154,7 +154,7 @@ def scalar_noise(
             # Balle & Wang's calibration: N(0, sigma^2) on sensitivity s is (eps, delta)-DP
             gaussian.event,
             sigma,
-            lambda v, rng: _as_array(dpnoise.gaussian(v, sigma=sigma, rng=rng)),
+            lambda v, rng: _as_array(noise.gaussian(v, sigma=sigma, rng=rng)),
         )
     if kind == "truncated_laplace":
         from dpkit.mechanisms import TruncatedLaplace
