@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -242,3 +243,36 @@ def test_clone_pipeline_and_cross_validation(noise: str) -> None:
     scores = cross_val_score(make_pipeline(dp.learn.MinMaxScaler(bounds=(0, 1)), copy), X, y, cv=2)
     assert scores.min() > 0.8
     assert nb.set_params(delta=0.2).delta == 0.2
+
+
+# -- the scaling to the design's sensitivity never overshoots -------------------------------
+
+
+@pytest.mark.parametrize("sensitivity", [1.0 + 2.0**-27, 0.5 + 2.0**-27, 1.0, 3.7])
+@pytest.mark.parametrize("design_sensitivity", [1.0, 2.0**-8, 0.3])
+def test_scaled_neighbours_differ_by_at_most_the_design_sensitivity(
+    sensitivity: float, design_sensitivity: float
+) -> None:
+    from dpkit.accounting._math.rounding import up
+
+    factor = up(sensitivity * (1.0 + SCALE_MARGIN) / design_sensitivity, 4)  # as _noise does
+    generator = np.random.default_rng(3)  # values to check, not noise
+    # statistics up to n s with n < 2^26 rows, the largest where rounding is coarsest
+    big = np.concatenate([generator.uniform(-1, 1, 6_000) * 2.0**26, [2.0**26 - 1, -(2.0**26)]])
+    values = big * sensitivity
+    checked = 0
+    for move in (sensitivity, -sensitivity, np.nextafter(sensitivity, 0)):
+        neighbours = values + move
+        # keep the pairs that really are neighbours: exact |v - v'| <= s
+        exact = np.array(
+            [abs(Fraction(b) - Fraction(a)) for a, b in zip(values, neighbours, strict=True)]
+        )
+        real = exact <= Fraction(sensitivity)
+        gap = np.abs(values / factor - neighbours / factor)
+        assert (gap[real] <= design_sensitivity).all()
+        checked += int(real.sum())
+    assert checked > 8_000  # of 18,006 pairs
+    # power: a scale factor 30% too small breaks the same check
+    small = factor / 1.3
+    worst = np.abs(values / small - (values + sensitivity) / small)
+    assert (worst > design_sensitivity).all()
