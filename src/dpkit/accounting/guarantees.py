@@ -263,6 +263,10 @@ class ZCDP(Guarantee):
         return RDP(grid, tuple(product_up(self.rho, a) for a in grid))
 
 
+#: Order grids already validated (tuples of floats), at most 64 of them.
+_VALID_GRIDS: set[tuple[float, ...]] = set()
+
+
 @dataclass(frozen=True, slots=True)
 class RDP(Guarantee):
     """Renyi differential privacy on a grid of orders (Mironov 2017).
@@ -283,6 +287,11 @@ class RDP(Guarantee):
 
     @staticmethod
     def _check_orders(orders: Iterable[float], owner: str) -> tuple[float, ...]:
+        # Accountants are built with the same grid again and again (DEFAULT_ORDERS):
+        # a grid of Python floats that passed once passes again (validation of 251
+        # orders was most of the cost of a one-event accountant).
+        if type(orders) is tuple and orders in _VALID_GRIDS:
+            return orders
         try:
             raw = tuple(orders)
         except TypeError:
@@ -295,6 +304,8 @@ class RDP(Guarantee):
         grid = tuple(check_positive(a, "orders", owner) for a in raw)
         if grid[0] <= 1.0 or any(b <= a for a, b in itertools.pairwise(grid)):
             raise InvalidParameter.for_parameter("orders", owner, expected, orders)
+        if len(_VALID_GRIDS) < 64 and all(type(a) is float for a in grid):
+            _VALID_GRIDS.add(grid)
         return grid
 
     def __post_init__(self) -> None:

@@ -21,6 +21,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
+
 from dpkit.accounting._math.rounding import up, up_terms
 
 __all__ = [
@@ -160,18 +162,26 @@ def rdp_epsilon(orders: Sequence[float], epsilons: Sequence[float], delta: float
     # Largest KL value for which (0, delta) follows; shrunk slightly so that rounding in
     # log1p cannot let a borderline curve through.
     kl_limit = -math.log1p(-delta * delta) * (1.0 - 1e-12)
-    best = math.inf
-    for order, eps_a in zip(orders, epsilons, strict=True):
-        if math.isinf(eps_a):
-            continue
-        if eps_a <= kl_limit:
-            return 0.0
-        t = order - 1.0
-        terms = (eps_a, -math.log1p(1.0 / t), -(log_delta + math.log(order)) / t)
-        best = min(best, up_terms(math.fsum(terms), *terms, log_delta / t))
-    if math.isinf(best):
+    a = np.asarray(orders, dtype=np.float64)
+    eps = np.asarray(epsilons, dtype=np.float64)
+    if a.shape != eps.shape:
+        raise ValueError("orders and epsilons differ in length")
+    finite = np.isfinite(eps)
+    if not finite.any():
         return math.inf
-    return max(0.0, best)
+    a, eps = a[finite], eps[finite]
+    if (eps <= kl_limit).any():
+        return 0.0
+    # Vectorised over the grid (this runs at every get_epsilon). Each term is within a
+    # few ulps; the three-term sum adds at most two roundings of its partial sums. So
+    # 16 ulps of the largest term (including log(delta)/t, whose cancellation with
+    # log(a)/t is the usual source of error), then one more float up, bound the error.
+    t = a - 1.0
+    terms = (eps, -np.log1p(1.0 / t), -(log_delta + np.log(a)) / t)
+    value = terms[0] + terms[1] + terms[2]
+    scale = np.maximum.reduce([np.abs(x) for x in (*terms, log_delta / t)])
+    bounded = np.nextafter(value + 16.0 * np.spacing(scale), np.inf)
+    return max(0.0, float(bounded.min()))
 
 
 def rdp_delta(orders: Sequence[float], epsilons: Sequence[float], epsilon: float) -> float:
