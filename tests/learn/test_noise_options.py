@@ -276,3 +276,14 @@ def test_scaled_neighbours_differ_by_at_most_the_design_sensitivity(
     small = factor / 1.3
     worst = np.abs(values / small - (values + sensitivity) / small)
     assert (worst > design_sensitivity).all()
+
+
+def test_per_statistic_sensitivities_include_the_rounding_slack() -> None:
+    from dpkit.learn._base import grid_step
+
+    noises = moment_noise("gaussian", 1.0, 0.1, 4, DEFAULT_SHARES, "test")
+    half_step = grid_step(1.0) / 2
+    assert noises.count.sensitivity == 1.0  # a row adds 1 to its class's count
+    assert noises.sums.sensitivity >= 1.0 + half_step  # |rounded z_j| <= 1 + s/2
+    assert noises.squares.sensitivity >= 0.5 + half_step  # |rounded z_j^2 - 1/2| <= 1/2 + s/2
+    assert noises.sums.sensitivity < 1.0 + 2 * half_step  # and not wastefully larger
