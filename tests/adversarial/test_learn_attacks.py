@@ -28,13 +28,6 @@ from dpkit.selection import random_stopping_event
 from dpkit.selection.tuning import _score_function, _validation_mask
 from dpkit.testing import seeded
 
-#: GaussianNB gets the same fixes as the other models (clip before scaling, drop
-#: out-of-domain rows, fit the empty table) in its next change.
-NAIVE_BAYES = pytest.param(
-    "naive_bayes",
-    marks=pytest.mark.xfail(strict=True, reason="GaussianNB: fixes pending (see above)"),
-)
-
 
 def blobs(rows: int = 300, features: int = 2) -> tuple[np.ndarray, np.ndarray]:
     generator = np.random.default_rng(0)  # data, not noise
@@ -115,7 +108,7 @@ def test_a_zero_row_is_a_warning_oracle(kwargs: dict[str, Any]) -> None:
     assert _warnings_of(fit(Xp, yp)) == []
 
 
-@pytest.mark.parametrize("name", [NAIVE_BAYES, "linear", "scaler"])
+@pytest.mark.parametrize("name", ["naive_bayes", "linear", "scaler"])
 def test_a_huge_row_under_public_bounds_is_a_warning_oracle(name: str) -> None:
     X, y = blobs()
     Xp, yp = with_row(X, y, [1e308, 0.5], 1)
@@ -226,7 +219,7 @@ def test_logistic_without_bounds_one_huge_row_is_an_error_oracle() -> None:
 WIDE = (-1.7e308, 1e308)  # finite, lower < upper: accepted; but upper - lower overflows
 
 
-@pytest.mark.parametrize("name", ["logistic", NAIVE_BAYES, "linear", "scaler"])
+@pytest.mark.parametrize("name", ["logistic", "naive_bayes", "linear", "scaler"])
 def test_bounds_whose_width_overflows_make_one_row_an_error_oracle(name: str) -> None:
     X, y = blobs(100)
 
@@ -248,14 +241,6 @@ def test_bounds_whose_width_overflows_make_one_row_an_error_oracle(name: str) ->
 # ------------------------------------------------------- parallel composition
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="naive_bayes.py fit: member = labels[:, None] == classes[None, :] lets one row "
-    "match two distinct classes when the comparison promotes types (int64 classes "
-    "2^53 and 2^53 + 1 against float labels), so the row is counted in both classes "
-    "and the parallel composition claim (epsilon, not 2 epsilon) fails: assign each "
-    "row to one class, e.g. member = (argmax(member) == k) & member.any(axis=1)",
-)
 def test_naive_bayes_row_in_two_classes_breaks_parallel_composition() -> None:
     X, y = blobs(2000)
     big = 2**53
@@ -315,7 +300,6 @@ def _tune_fails(rows: int, seed: int) -> bool:
     return False
 
 
-@pytest.mark.xfail(strict=True, reason="GaussianNB: fixes pending (the empty split)")
 def test_tune_failure_rate_reveals_the_number_of_rows() -> None:
     trials = 60
     one = sum(_tune_fails(1, seed) for seed in range(trials))
@@ -325,7 +309,7 @@ def test_tune_failure_rate_reveals_the_number_of_rows() -> None:
     assert one == two == 0
 
 
-@pytest.mark.parametrize("name", ["logistic", NAIVE_BAYES, "linear", "scaler", "minmax"])
+@pytest.mark.parametrize("name", ["logistic", "naive_bayes", "linear", "scaler", "minmax"])
 def test_fit_on_the_empty_table_is_not_an_error(name: str) -> None:
     X = np.empty((0, 2))
     y = np.empty(0)
@@ -341,7 +325,7 @@ def test_fit_on_the_empty_table_is_not_an_error(name: str) -> None:
         dp.learn.MinMaxScaler(bounds=(0, 1)).fit(X)
 
 
-@pytest.mark.parametrize("name", ["logistic", NAIVE_BAYES, "minmax"])
+@pytest.mark.parametrize("name", ["logistic", "naive_bayes", "minmax"])
 def test_one_out_of_domain_row_is_an_error_oracle(name: str) -> None:
     X, y = blobs(100)
     row, label = ([0.5, 0.5], 7) if name != "minmax" else ([math.nan, 0.5], 0)
@@ -438,7 +422,7 @@ def test_clones_and_refits_draw_fresh_noise() -> None:
     assert not np.allclose(a - b, 0.0, atol=1e-3)
 
 
-@pytest.mark.parametrize("name", ["logistic", NAIVE_BAYES])
+@pytest.mark.parametrize("name", ["logistic", "naive_bayes"])
 def test_clones_of_a_model_with_a_numpy_generator_do_not_repeat_noise(name: str) -> None:
     # The attack: clone() deep-copies a NumPy generator, so two clones draw the same
     # noise and the difference of two neighbouring fits is the removed row. dpkit.learn

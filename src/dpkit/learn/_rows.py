@@ -75,7 +75,8 @@ def model_random(rng: RandomLike | None, owner: str) -> Random:
     difference of two such fits on neighbouring tables is the row itself. dpkit's own
     generators are shared by ``clone`` instead (``Random.__deepcopy__``).
     """
-    if isinstance(rng, np.random.Generator | np.random.RandomState | np.random.BitGenerator):
+    # Generator, RandomState, BitGenerator, ... all live in numpy.random.
+    if isinstance(rng, np.random.Generator) or type(rng).__module__.startswith("numpy.random"):
         raise InvalidParameter.for_parameter(
             "rng",
             owner,

@@ -17,7 +17,6 @@ from dpkit.learn._base import (
     FloatArray,
     check_bounds,
     check_features,
-    check_target,
 )
 from dpkit.learn._moments import (
     DEFAULT_SHARES,
@@ -30,7 +29,14 @@ from dpkit.learn._moments import (
     statistic_budgets,
 )
 from dpkit.learn._noise import check_noise
-from dpkit.random import RandomLike, as_random
+from dpkit.learn._rows import (
+    clip_then_scale,
+    finite_rows,
+    model_random,
+    training_features,
+    training_target,
+)
+from dpkit.random import RandomLike
 
 __all__ = ["GaussianNB"]
 
@@ -159,20 +165,26 @@ class GaussianNB(DPModelMixin, ClassifierMixin, BaseEstimator):  # type: ignore[
             raise InvalidParameter.for_parameter(
                 "classes", owner, "a sequence of at least two distinct labels", self.classes
             )
-        features = check_features(X, owner)
-        labels = check_target(y, features.shape[0], owner)
+        features = training_features(X, owner)
+        labels = training_target(y, features.shape[0], owner)
         self._lower, self._upper = check_bounds(self.bounds, features.shape[1], "GaussianNB")
-        member = labels[:, None] == classes[None, :]
-        if not member.any(axis=1).all():
-            raise DataError(f"{owner}: y holds labels outside classes.")
-        z = self._scale(features)
+        # Each row goes to exactly one class -- the first equal label -- or, with a label
+        # outside the classes or a non-finite feature, is dropped (never refused). One
+        # class per row is what makes the classes compose in parallel.
+        equal = np.asarray(labels[:, None] == classes[None, :], dtype=bool).reshape(
+            len(labels), len(classes)
+        )
+        first = np.argmax(equal, axis=1)
+        usable = equal.any(axis=1) & finite_rows(features)
+        member = usable[:, None] & (first[:, None] == np.arange(len(classes))[None, :])
+        z = self._scale(np.where(usable[:, None], features, self._lower))
         if kind == "laplace":
             scales = moment_scales(epsilon, features.shape[1], shares)
             event = scales.event
         else:  # calibrated (and any misfit refused) before anything is drawn
             noises = moment_noise(kind, epsilon, delta, features.shape[1], shares, owner)
             event = noises.event
-        random = as_random(self.rng)
+        random = model_random(self.rng, "GaussianNB")
         means, variances, counts = [], [], []
         for k in range(len(classes)):
             rows = z[member[:, k]]
@@ -198,11 +210,9 @@ class GaussianNB(DPModelMixin, ClassifierMixin, BaseEstimator):  # type: ignore[
         return self
 
     def _scale(self, features: FloatArray) -> FloatArray:
-        centre = (self._lower + self._upper) / 2
-        radius = (self._upper - self._lower) / 2
-        # Clipping after scaling keeps |z| <= 1 whatever the rounding of the division.
-        z: FloatArray = np.clip((features - centre) / radius, -1.0, 1.0)
-        return z
+        # Clipped to the bounds first (no overflow on a huge row), then to [-1, 1]
+        # whatever the rounding of the division.
+        return clip_then_scale(features, self._lower, self._upper)
 
     def predict_joint_log_proba(self, X: Any) -> FloatArray:
         """log P(x, class) for each row and class (features clipped and scaled as in fit)."""
