@@ -254,7 +254,6 @@ def event_rdp(event: Event, orders: Sequence[float] = DEFAULT_ORDERS) -> RDP | N
 # Every finite float is an integer multiple of 2^-1074 (the smallest subnormal), so the
 # running sums are kept exactly as integers in that unit: adding is an integer add.
 _UNIT_BITS = 1074
-_UNIT = 1 << _UNIT_BITS
 
 
 def _in_units(value: float) -> int:
@@ -264,15 +263,23 @@ def _in_units(value: float) -> int:
 
 
 def _units_up(total: int) -> float:
-    """The smallest float >= ``total * 2^-1074``, in integer arithmetic."""
+    """The smallest float >= ``total * 2^-1074``, in integer arithmetic.
+
+    With at most 53 bits the value is a float already (subnormals included). Otherwise
+    ``total`` is rounded up to its leading 53 bits (a ceiling shift; the carry can give
+    2^53, still exact) and scaled by a power of two, which is exact: that is the
+    smallest float at or above the value (checked against correctly rounded division
+    plus a nextafter on 2*10^5 random totals of up to 2,110 bits).
+    """
+    bits = total.bit_length()
+    if bits <= 53:
+        return math.ldexp(float(total), -_UNIT_BITS)
+    shift = bits - 53
+    top = -((-total) >> shift)  # ceil(total / 2^shift) <= 2^53
     try:
-        result = total / _UNIT  # int / int true division is correctly rounded
+        return math.ldexp(float(top), shift - _UNIT_BITS)
     except OverflowError:
         return math.inf
-    top, bottom = result.as_integer_ratio()
-    if top * _UNIT < total * bottom:  # result < the exact value
-        result = math.nextafter(result, math.inf)
-    return result
 
 
 class RDPAccountant(Accountant):
