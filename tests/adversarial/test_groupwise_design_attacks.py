@@ -224,6 +224,26 @@ def test_bucketed_group_guarantee_is_non_increasing_and_never_beats_the_global_o
         assert m.group_rho(c) >= 1.0 / (2.0 * sigma * sigma)
 
 
+@pytest.mark.parametrize(
+    ("size_epsilon", "size_delta"), [(0.1, 1e-9), (0.5, 1e-12), (2.0, 1e-7), (0.01, 1e-8)]
+)
+def test_bucketed_size_delta_is_the_truncated_laplace_delta_rounded_safely(
+    size_epsilon: float, size_delta: float
+) -> None:
+    """delta_1 of step 1, recomputed from the sampled law (scale, bound) at 60 digits:
+    (e^(1/b) - 1) / (2 (e^(A/b) - 1)) for sensitivity 1, and epsilon_1 >= 1/b."""
+    m = BucketedNoise(
+        rho=0.01, relative_error=0.2, size_epsilon=size_epsilon, size_delta=size_delta
+    )
+    b, a = Decimal(m._bucketing.scale), Decimal(m._bucketing.bound)
+    with decimal.localcontext() as context:
+        context.prec = 60
+        exact = ((1 / b).exp() - 1) / (2 * ((a / b).exp() - 1))
+        assert exact <= Decimal(m.size_delta)
+        assert Decimal(m.size_epsilon) >= 1 / b
+    assert a > 1  # the formula needs a bound above the sensitivity
+
+
 # =================================================================================
 # dpkit.design: the exact re-check
 # =================================================================================
