@@ -67,6 +67,15 @@ def check_grid(
             f"the sensitivity ({sens!r}) divided by a whole number",
             granularity,
         )
+    # Only shifts that are whole multiples of beta are constrained and re-checked, and
+    # between them the divergence is linear in the shift: so k beta must cover the
+    # sensitivity *exactly*, or a shift just above k beta (up to 1e-9 relative, allowed
+    # above) would borrow from the far larger divergence at (k + 1) beta. beta is
+    # nudged up to the smallest float with k beta >= sensitivity in exact arithmetic
+    # (a change of a few ulps).
+    beta = sens / shifts
+    while shifts * Fraction(beta) < Fraction(sens):
+        beta = math.nextafter(beta, math.inf)
     half = math.ceil(width / beta - 1e-9)
     if half < shifts:
         raise InvalidParameter.for_parameter(
