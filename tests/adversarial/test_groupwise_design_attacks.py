@@ -1,7 +1,8 @@
 """Adversarial review of dpkit.groupwise and dpkit.design (issues 18 and 19).
 
 Each test is an attack on a stated guarantee. It passes when dpkit resists; the
-attacks that succeed today are marked ``xfail(strict=True)`` with the bug named.
+attacks that succeeded when written were marked ``xfail(strict=True)`` (the one found is
+fixed: ``_OFF_GRID`` below).
 Exact arithmetic (``fractions.Fraction``) is used wherever a divergence is compared
 with a stated delta, so a pass is a proof for the design tested, not a tolerance.
 """
@@ -291,7 +292,6 @@ _OFF_GRID = (
 _BETA_OFF_GRID = (1.0 - 9.9e-10) / 2.0
 
 
-@pytest.mark.xfail(strict=True, reason=_OFF_GRID)
 def test_design_delta_at_the_sensitivity_itself_when_it_is_not_exactly_k_beta() -> None:
     try:
         with warnings.catch_warnings():
@@ -317,7 +317,6 @@ def test_design_delta_at_the_sensitivity_itself_when_it_is_not_exactly_k_beta() 
     )
 
 
-@pytest.mark.xfail(strict=True, reason=_OFF_GRID + " (data-dependent design, across cells)")
 def test_data_dependent_delta_at_the_sensitivity_when_it_is_not_exactly_k_beta() -> None:
     try:
         with warnings.catch_warnings():
