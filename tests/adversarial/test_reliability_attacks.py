@@ -18,8 +18,10 @@ when dpkit resists. Real bugs are ``xfail(strict=True)`` with the reason.
 
 from __future__ import annotations
 
+import decimal
 import math
 import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -447,3 +449,58 @@ def test_compare_leaves_out_a_repeat_row_that_does_not_apply() -> None:
     rows = compare(dp.PureDP(1.0), failure_probability=0.9999999, alpha=1.0)
     names = [row.construction for row in rows]
     assert "repeat_until_success" not in names and "reduce_failure" in names
+
+
+# --- golden values: the calculators against 50-digit evaluations of the theorems ----------
+
+_D = decimal.Context(prec=50)
+
+
+def _dec(x: float) -> decimal.Decimal:
+    return decimal.Decimal(x)  # exact: every float is a finite binary fraction
+
+
+def _theorem_1(
+    eps: float, delta: float, eps_z: float, delta_z: float, beta: float, cap: int | None
+) -> tuple[decimal.Decimal, decimal.Decimal]:
+    eps_bar, delta_bar = _dec(eps) + _dec(eps_z), _dec(delta) + _dec(delta_z)
+    d = _D.divide(delta_bar, 1 - _dec(beta))
+    e = 2 * eps_bar - _D.ln(1 - d)
+    if cap is not None:
+        d += (1 + _D.exp(e)) * _D.power(_dec(beta), cap)
+    return e, d
+
+
+@pytest.mark.parametrize(
+    ("eps", "delta", "eps_z", "delta_z", "beta", "cap"),
+    [
+        (0.5, 1e-7, 0.5, 1e-7, 0.1, None),
+        (1.0, 0.0, 1.0, 1e-6, 0.05, None),
+        (1.0, 0.0, 0.3, 0.05, 0.5, 20),
+        (1e-3, 1e-12, 2.0, 1e-9, 0.9, 500),
+        (3.0, 1e-3, 1.0, 1e-3, 0.997, None),  # near Theorem 2's edge beta < 1 - 2 delta
+        (0.1, 1e-300, 0.1, 1e-300, 0.2, 3),
+    ],
+)
+def test_repeat_until_success_against_a_50_digit_theorem_1(
+    eps: float, delta: float, eps_z: float, delta_z: float, beta: float, cap: int | None
+) -> None:
+    base = dp.ApproxDP(eps, delta) if delta else dp.PureDP(eps)
+    got = dp.reliability.repeat_until_success(
+        base, failure_probability=beta, loss_guarantee=dp.ApproxDP(eps_z, delta_z), max_attempts=cap
+    )
+    e, d = _theorem_1(eps, delta, eps_z, delta_z, beta, cap)
+    assert e <= _dec(got.epsilon) <= e * (1 + _dec(1e-12))  # rounded up, and tight
+    assert d <= _dec(got.delta) <= d * (1 + _dec(1e-12))
+
+
+@pytest.mark.parametrize(
+    ("eps", "delta", "beta"), [(0.0, 0.0, 0.25), (1.0, 1e-7, 1e-9), (700.0, 0.0, 1e-310)]
+)
+def test_absorb_failure_against_50_digits(eps: float, delta: float, beta: float) -> None:
+    base = dp.ApproxDP(eps, delta) if delta else dp.PureDP(eps)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dp.WeakGuaranteeWarning)
+        got = absorb_failure(base, failure_probability=beta)
+    exact = _dec(delta) + (1 + _D.exp(_dec(eps))) * _dec(beta)
+    assert exact <= _dec(got.delta) <= exact * (1 + _dec(1e-12))
