@@ -41,7 +41,7 @@ from dpkit.reliability import (
     rank_target,
     truncation,
 )
-from dpkit.testing import seeded
+from dpkit.testing import assert_pmf, seeded
 
 
 def _hockey_stick(p: np.ndarray, q: np.ndarray, epsilon: float) -> float:
@@ -184,6 +184,27 @@ def test_exact_law_check_has_power_against_a_guarantee_without_conditioning() ->
     q = _repeat_law(mass, np.array([0.0, edge + 1, edge]), w)
     assert _hockey_stick(p, q, eps_z) > 100 * delta_z  # (eps_bar, delta_bar) refuted
     assert _hockey_stick(p, q, w.guarantee.epsilon) <= w.guarantee.delta  # Theorem 1 holds
+
+    # ... and the real wrapper, run on that pair, has exactly this law (chi-square at a
+    # false-failure rate of 1e-6), so the model above is the code's.
+    def base(data: str, rng: dp.Random) -> int:
+        slot = int(rng.integers(50))  # 1 : 10 : 39 = 0.02 : 0.2 : 0.78
+        return 0 if slot == 0 else 1 if slot <= 10 else 2
+
+    losses = {"x": (0.0, edge, edge + 1), "x'": (0.0, edge + 1, edge)}
+    real = RepeatUntilSuccess(
+        base,
+        loss=lambda y, data: losses[data][y],
+        alpha=1.0,
+        failure_probability=0.98,
+        guarantee=dp.PureDP(0.0),
+        loss_guarantee=dp.ApproxDP(eps_z, delta_z),
+    )
+    assert real.threshold == edge and real.max_attempts == w.max_attempts
+    for data, law, seed in (("x", p, 40), ("x'", q, 41)):
+        rng = seeded(seed)
+        draws = [real.release(data, rng=rng).value for _ in range(3000)]
+        assert_pmf(draws, dict(enumerate(law[:3])), alpha=1e-6)
 
 
 def test_loss_estimate_never_leaves_the_margin_at_a_thick_edge() -> None:
