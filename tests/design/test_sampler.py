@@ -59,11 +59,12 @@ def test_releases_lie_on_the_power_of_two_grid(coarse_design):
     step = coarse_design._distribution.step
     assert math.frexp(step)[0] == 0.5
     for value in (0.1, 1 / 3, -7.123456789, 1e-300):
-        out = coarse_design.release(np.full(200, value), rng=5).value
+        # parallel=True: many draws at once without composing them (a grid check only)
+        out = coarse_design.release(np.full(200, value), parallel=True, rng=5).value
         assert np.all(np.mod(out, step) == 0)
     # inputs that differ below the grid give the same set of possible outputs
-    a = coarse_design.release(np.full(500, 0.1), rng=7).value
-    b = coarse_design.release(np.full(500, 0.1 + 2.0**-40), rng=7).value
+    a = coarse_design.release(np.full(500, 0.1), parallel=True, rng=7).value
+    b = coarse_design.release(np.full(500, 0.1 + 2.0**-40), parallel=True, rng=7).value
     assert np.max(np.abs(a - b)) <= step
 
 
@@ -106,3 +107,9 @@ def test_large_inputs_are_exact():
     design = design_noise(epsilon=1.0, delta=0.2, granularity=0.5, support=3.0)
     out = design.release(np.array([1e300, -1e300]), rng=2).value
     assert out[0] == 1e300 and out[1] == -1e300  # far below the float spacing there
+
+
+def test_composing_to_delta_one_is_refused_before_drawing(coarse_design):
+    entries = int(1 / coarse_design.delta) + 1
+    with pytest.raises(dp.InvalidParameter, match="delta >= 1"):
+        coarse_design.release(np.zeros(entries), rng=1)

@@ -11,6 +11,8 @@ import numpy as np
 import numpy.typing as npt
 
 from dpkit import _validation as check
+from dpkit.accounting._math.rounding import mul_up
+from dpkit.accounting.guarantees import ApproxDP
 from dpkit.design import _exact, _lp
 from dpkit.design._losses import Loss, check_unimodal
 from dpkit.errors import InvalidParameter, WeakGuaranteeWarning
@@ -184,3 +186,16 @@ def stated_delta(target: float, achieved: Fraction, owner: str) -> float:
 def lower_bound_value(objective: float) -> float:
     """The LP optimum less the solver's tolerance (a lower bound must not overshoot)."""
     return max(0.0, objective - 1e-8 * max(1.0, abs(objective)))
+
+
+def composed_guarantee(epsilon: float, delta: float, size: int, owner: str) -> ApproxDP:
+    """``(size eps, size delta)`` by basic composition, rounded up; refused when the
+    composed delta reaches 1 (no guarantee at all), before anything is drawn."""
+    total_delta = mul_up(size, delta)
+    if total_delta >= 1.0:
+        raise InvalidParameter(
+            f"{owner}: {size} entries composed give delta >= 1, no guarantee. Use "
+            "parallel=True if one person changes at most one entry, a design with a "
+            "smaller delta, or fewer entries per release."
+        )
+    return ApproxDP(mul_up(size, epsilon), total_delta)

@@ -171,14 +171,21 @@ class DataDependentDesign(Mechanism):
         over the entries of an array, True charges one event. ``Release.error`` is
         None (the accuracy depends on the cell, which is private).
         """
+        size = int(np.size(np.asarray(value, dtype=object)))
+        composed = (
+            None
+            if parallel or size <= 1
+            else _core.composed_guarantee(
+                self.epsilon, self.delta, size, "DataDependentDesign.release"
+            )
+        )
         released = super().release(value, confidence=confidence, rng=rng)
-        size = int(np.size(released.value))
-        if parallel or size <= 1:
+        if composed is None:
             return released
         return dataclasses.replace(
             released,
             event=RepeatedEvent(self.event, size),
-            guarantee=ApproxDP(self.epsilon * size, min(self.delta * size, 1.0 - 1e-16)),
+            guarantee=composed,
         )
 
     def _check_value(self, value: Any) -> npt.NDArray[np.float64]:

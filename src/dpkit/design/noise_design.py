@@ -150,7 +150,10 @@ class NoiseDesign(Mechanism):
         count = (
             1 if size is None else check.check_count(size, "size", "NoiseDesign.sample", minimum=0)
         )
-        draws = self.release(np.zeros(count), rng=rng).value if count else np.zeros(0)
+        # Noise alone (no data): parallel=True only skips the composition bookkeeping.
+        draws = (
+            self.release(np.zeros(count), parallel=True, rng=rng).value if count else np.zeros(0)
+        )
         return float(draws[0]) if size is None else np.asarray(draws)
 
     @property
@@ -186,16 +189,21 @@ class NoiseDesign(Mechanism):
         rng:
             Random source.
         """
+        size = int(np.size(np.asarray(value, dtype=object)))
+        composed = (
+            None
+            if parallel or size <= 1
+            else _core.composed_guarantee(self.epsilon, self.delta, size, "NoiseDesign.release")
+        )
         released = super().release(value, confidence=confidence, rng=rng)
-        size = int(np.size(released.value))
-        if parallel or size <= 1:
+        if composed is None:
             return released
         from dpkit.accounting.events import RepeatedEvent
 
         return dataclasses.replace(
             released,
             event=RepeatedEvent(self.event, size),
-            guarantee=ApproxDP(self.epsilon * size, min(self.delta * size, 1.0 - 1e-16)),
+            guarantee=composed,
         )
 
     def _error(self, confidence: float) -> ErrorBound:
