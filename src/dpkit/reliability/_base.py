@@ -69,6 +69,8 @@ def as_base(
                 f"guarantee={guarantee!r} for it (guarantee= is for callables, or to state "
                 "an (epsilon, delta) guarantee of a zCDP mechanism)."
             )
+        if guarantee is not None and not isinstance(own, PureDP | ApproxDP):
+            _check_conversion(own, guarantee, owner)
         declared = own if guarantee is None else guarantee
         base = mechanism
 
@@ -96,6 +98,22 @@ def as_base(
             declared,
         )
     return function, declared
+
+
+def _check_conversion(own: object, declared: object, owner: str) -> None:
+    """A declared (epsilon, delta) for a mechanism stated in another form (zCDP) must be
+    implied by it: ``declared.epsilon >= own.to_approx(declared.delta).epsilon``."""
+    to_approx = getattr(own, "to_approx", None)
+    if (
+        not isinstance(declared, ApproxDP)
+        or declared.delta <= 0.0
+        or to_approx is None
+        or declared.epsilon < to_approx(declared.delta).epsilon
+    ):
+        raise InvalidParameter(
+            f"{owner}: the mechanism's guarantee is {own!r}; guarantee={declared!r} does "
+            "not follow from it. Declare own.to_approx(delta) (or something weaker)."
+        )
 
 
 def check_callable(value: object, name: str, owner: str, expected: str) -> Any:

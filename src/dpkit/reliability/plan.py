@@ -76,9 +76,12 @@ def compare(
       ``t = tau`` so that its loss bound equals the previous row's.
 
     ``loss_guarantee`` is the loss estimate's ``(epsilon_z, delta_z)`` (default: the base
-    guarantee's epsilon, and its delta -- or 1e-6 when the base is pure). Rows whose
-    construction does not apply (a delta of 1 or more, an (epsilon, delta) base for the
-    pure variant) are left out.
+    guarantee's epsilon, and its delta -- or 1e-6 when the base is pure). The absorb row
+    is left out when its delta would reach 1, and the pure variant when the base has a
+    delta. Repeat until success is the reference row: when its theorem does not apply
+    (``beta >= 1 - delta_bar``, a loss estimate without delta) ``compare`` raises
+    :class:`~dpkit.errors.InvalidParameter` with the reason, as ``dpkit reliability
+    plan`` reports it.
     """
     owner = "compare"
     epsilon, delta = base_parameters(base_guarantee, "base_guarantee", owner)

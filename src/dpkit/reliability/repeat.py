@@ -67,9 +67,11 @@ def default_max_attempts(guarantee: ApproxDP, failure_probability: float) -> int
     if beta == 0.0:
         return 1
     target = CAP_SHARE * guarantee.delta
-    attempts = max(
-        1, math.ceil(math.log(target / (1.0 + math.exp(guarantee.epsilon))) / math.log(beta))
-    )
+    # log(1 + e^eps) without overflow; an epsilon beyond e^eps's range is refused by
+    # cap_term below with InvalidParameter (not an OverflowError).
+    eps = guarantee.epsilon
+    log_factor = eps + math.log1p(math.exp(-eps))
+    attempts = max(1, math.ceil((math.log(target) - log_factor) / math.log(beta)))
     # the float estimate may land one short: step until the rounded-up term fits
     while cap_term(guarantee.epsilon, beta, attempts) > target:
         attempts += 1
