@@ -223,6 +223,7 @@ class DPModelMixin:
 
     event_: Event
     guarantee_: Guarantee
+    n_features_in_: int
 
     @property
     def event(self) -> Event:
@@ -233,6 +234,21 @@ class DPModelMixin:
             raise NotFittedError(
                 f"This {type(self).__name__} is not fitted yet: call fit first."
             ) from None
+
+    def _fitted_features(self, X: Any, owner: str) -> FloatArray:
+        """``X`` for prediction: the model must be fitted and ``X`` as wide as in fit.
+
+        Prediction is post-processing of the released model on the caller's data, so
+        these checks may raise (unlike ``fit``, whose success must not depend on a row).
+        """
+        self.event  # noqa: B018 -- raises NotFittedError before fit
+        features = check_features(X, owner)
+        fitted = self.n_features_in_
+        if features.shape[1] != fitted:
+            raise DataError(
+                f"{owner}: X has {features.shape[1]} features; the model was fitted on {fitted}."
+            )
+        return features
 
     @property
     def guarantee(self) -> Guarantee:

@@ -14,12 +14,11 @@ from dpkit.accounting._math.gaussian import gaussian_sigma_analytic
 from dpkit.accounting._math.rounding import div_down, up
 from dpkit.accounting.events import Event, GaussianEvent
 from dpkit.accounting.guarantees import ApproxDP, PureDP
-from dpkit.errors import DataError, InvalidParameter
+from dpkit.errors import InvalidParameter
 from dpkit.learn._base import (
     DPModelMixin,
     FloatArray,
     check_bounds,
-    check_features,
     check_privacy,
     check_scalar_bounds,
     exact_column_sums,
@@ -191,13 +190,7 @@ class LinearRegression(DPModelMixin, RegressorMixin, BaseEstimator):  # type: ig
 
     def predict(self, X: Any) -> FloatArray:
         """Predictions for the rows of ``X`` (clipped to the bounds, as in training)."""
-        self.event  # noqa: B018 -- raises NotFittedError before fit
-        features = check_features(X, "LinearRegression.predict")
-        if features.shape[1] != self.n_features_in_:
-            raise DataError(
-                f"LinearRegression: X has {features.shape[1]} features; the model was "
-                f"fitted on {self.n_features_in_}."
-            )
+        features = self._fitted_features(X, "LinearRegression.predict")
         clipped = np.clip(features, self._lower, self._upper)
         prediction: FloatArray = np.clip(
             clipped @ self.coef_ + self.intercept_, self._y_lower, self._y_upper

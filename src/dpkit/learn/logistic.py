@@ -22,12 +22,11 @@ from dpkit.accounting.events import (
     RepeatedEvent,
 )
 from dpkit.accounting.guarantees import ApproxDP
-from dpkit.errors import DataError, InvalidParameter
+from dpkit.errors import InvalidParameter
 from dpkit.learn._base import (
     DPModelMixin,
     FloatArray,
     check_bounds,
-    check_features,
     check_privacy,
     exact_weighted_sums,
     grid_step,
@@ -374,13 +373,7 @@ class LogisticRegression(DPModelMixin, ClassifierMixin, BaseEstimator):  # type:
 
     def decision_function(self, X: Any) -> FloatArray:
         """The linear score ``w . z`` of each row (z: the features as used in training)."""
-        self._check_fitted()
-        features = check_features(X, "LogisticRegression.decision_function")
-        if features.shape[1] != self.n_features_in_:
-            raise DataError(
-                f"LogisticRegression: X has {features.shape[1]} features; the model was "
-                f"fitted on {self.n_features_in_}."
-            )
+        features = self._fitted_features(X, "LogisticRegression.decision_function")
         scores: FloatArray = self._design(features) @ self._weights
         return scores
 

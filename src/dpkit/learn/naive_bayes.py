@@ -11,12 +11,11 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from dpkit import _validation as check
 from dpkit.accounting.events import Event
 from dpkit.accounting.guarantees import ApproxDP, PureDP
-from dpkit.errors import DataError, InvalidParameter
+from dpkit.errors import InvalidParameter
 from dpkit.learn._base import (
     DPModelMixin,
     FloatArray,
     check_bounds,
-    check_features,
 )
 from dpkit.learn._moments import (
     DEFAULT_SHARES,
@@ -216,13 +215,7 @@ class GaussianNB(DPModelMixin, ClassifierMixin, BaseEstimator):  # type: ignore[
 
     def predict_joint_log_proba(self, X: Any) -> FloatArray:
         """log P(x, class) for each row and class (features clipped and scaled as in fit)."""
-        self.event  # noqa: B018 -- raises NotFittedError before fit
-        features = check_features(X, "GaussianNB.predict")
-        if features.shape[1] != self.n_features_in_:
-            raise DataError(
-                f"GaussianNB: X has {features.shape[1]} features; the model was fitted on "
-                f"{self.n_features_in_}."
-            )
+        features = self._fitted_features(X, "GaussianNB.predict")
         z = self._scale(features)
         log_prior = np.log(self.class_prior_)
         normaliser = -0.5 * np.log(2 * np.pi * self.var_).sum(axis=1)

@@ -10,8 +10,8 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from dpkit import _validation as check
 from dpkit.accounting.events import Event, NoOpEvent
 from dpkit.accounting.guarantees import PureDP
-from dpkit.errors import DataError, InvalidParameter
-from dpkit.learn._base import DPModelMixin, FloatArray, check_bounds, check_features
+from dpkit.errors import InvalidParameter
+from dpkit.learn._base import DPModelMixin, FloatArray, check_bounds
 from dpkit.learn._moments import DEFAULT_SHARES, mean_and_variance, moment_scales, noisy_moments
 from dpkit.learn._rows import clip_then_scale, finite_rows, model_random, training_features
 from dpkit.random import RandomLike
@@ -106,8 +106,7 @@ class StandardScaler(DPModelMixin, TransformerMixin, BaseEstimator):  # type: ig
 
     def transform(self, X: Any) -> FloatArray:
         """Centre and scale with the released statistics."""
-        self.event  # noqa: B018 -- raises NotFittedError before fit
-        features = _features_like(X, self.n_features_in_, "StandardScaler.transform")
+        features = self._fitted_features(X, "StandardScaler.transform")
         if self.with_mean:
             features = features - self.mean_
         if self.with_std:
@@ -148,8 +147,7 @@ class MinMaxScaler(DPModelMixin, TransformerMixin, BaseEstimator):  # type: igno
 
     def transform(self, X: Any) -> FloatArray:
         """Clip to the bounds and map them linearly onto ``feature_range``."""
-        self.event  # noqa: B018 -- raises NotFittedError before fit
-        features = _features_like(X, self.n_features_in_, "MinMaxScaler.transform")
+        features = self._fitted_features(X, "MinMaxScaler.transform")
         unit = (np.clip(features, self._lower, self._upper) - self._lower) / (
             self._upper - self._lower
         )
@@ -169,10 +167,3 @@ def _range(feature_range: Any, owner: str) -> tuple[float, float]:
             "feature_range", owner, "a pair (low, high) of finite floats, low < high", feature_range
         )
     return low, high
-
-
-def _features_like(X: Any, features: int, owner: str) -> FloatArray:
-    array = check_features(X, owner)
-    if array.shape[1] != features:
-        raise DataError(f"{owner}: X has {array.shape[1]} features; fitted on {features}.")
-    return array

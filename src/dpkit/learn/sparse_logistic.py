@@ -12,12 +12,11 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from dpkit import _validation as check
 from dpkit.accounting.events import ComposedEvent, Event, RepeatedEvent
 from dpkit.accounting.guarantees import ApproxDP, PureDP
-from dpkit.errors import DataError, InvalidParameter
+from dpkit.errors import InvalidParameter
 from dpkit.learn._base import (
     DPModelMixin,
     FloatArray,
     check_bounds,
-    check_features,
     exact_column_sums,
     grid_step,
 )
@@ -232,13 +231,7 @@ class SparseLogisticRegression(DPModelMixin, ClassifierMixin, BaseEstimator):  #
 
     def decision_function(self, X: Any) -> FloatArray:
         """``w.z + b`` with ``z`` the clipped, scaled features (> 0: the positive class)."""
-        self.event  # noqa: B018 -- raises NotFittedError before fit
-        features = check_features(X, "SparseLogisticRegression.predict")
-        if features.shape[1] != self.n_features_in_:
-            raise DataError(
-                f"SparseLogisticRegression: X has {features.shape[1]} features; the model "
-                f"was fitted on {self.n_features_in_}."
-            )
+        features = self._fitted_features(X, "SparseLogisticRegression.predict")
         scores: FloatArray = self._scale(features) @ self.coef_scaled_ + self.intercept_scaled_
         return scores
 
