@@ -348,14 +348,14 @@ def test_failed_repair_states_a_delta_that_covers_the_released_masses(
 ) -> None:
     """Make the solver return a non-private (uniform) distribution: the repair fails and
     the design must state at least the exact divergence of what it releases."""
-    real_solve = _core._lp.solve
+    real_solve = _core._lp.Solver.solve
 
-    def uniform_solve(problem: object, **kwargs: object) -> object:
-        solution = real_solve(problem, **kwargs)
+    def uniform_solve(self: object, *args: object, **kwargs: object) -> object:
+        solution = real_solve(self, *args, **kwargs)
         masses = np.ones_like(solution.masses) / solution.masses.shape[1]
         return dataclasses.replace(solution, masses=masses)
 
-    monkeypatch.setattr(_core._lp, "solve", uniform_solve)
+    monkeypatch.setattr(_core._lp.Solver, "solve", uniform_solve)
     with pytest.warns(WeakGuaranteeWarning):
         d = design_noise(
             epsilon=1.0,

@@ -64,8 +64,10 @@ class PiecewiseUniform:
         """``P(X <= x)`` (piecewise linear)."""
         points = np.asarray(x, dtype=np.float64)
         edges = self.edges
-        cumulative = np.concatenate([[0.0], np.cumsum(self.masses)])
-        result = np.interp(points, edges, np.minimum(cumulative, 1.0), left=0.0, right=1.0)
+        # exact integer sums, rounded once (a float cumsum drifts: a symmetric noise
+        # would not give exactly 1/2 at 0)
+        cumulative = np.concatenate([[0.0], self._cumulative.astype(np.float64) / _exact.TOTAL])
+        result = np.interp(points, edges, cumulative, left=0.0, right=1.0)
         return float(result) if np.ndim(result) == 0 else result
 
     def expected(self, loss: Loss) -> float:

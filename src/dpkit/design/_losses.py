@@ -44,13 +44,20 @@ class Loss:
             return np.where(
                 lower >= 0, (lower + upper) / 2, np.where(upper <= 0, -(lower + upper) / 2, both)
             )
+        # The forms below give bit-identical results on mirrored intervals [-b, -a) and
+        # [a, b) for an even loss (each operation commutes), so the design can tell that
+        # its LP is mirror-invariant (noise_design._problem).
         if self.name == "l2":
-            return (upper**3 - lower**3) / (3.0 * (upper - lower))
+            # (b^3 - a^3) / (3 (b - a)) without the cancellation
+            return (upper * upper + lower * lower + upper * lower) / 3.0
         nodes, weights = np.polynomial.legendre.leggauss(_QUADRATURE_NODES)
         middle, half = (upper + lower) / 2.0, (upper - lower) / 2.0
         points = middle[:, None] + half[:, None] * nodes[None, :]
         values = self._evaluate(points)
-        return np.asarray(values @ weights / 2.0, dtype=np.float64)
+        # nodes and weights are symmetric: add the values at -t and t first
+        pair = _QUADRATURE_NODES // 2
+        paired = values[:, :pair] + values[:, ::-1][:, :pair]
+        return np.asarray(paired @ weights[:pair] / 2.0, dtype=np.float64)
 
     def infimum(self, lower: FloatArray, upper: FloatArray) -> FloatArray:
         """Infimum of ``c`` over each interval (exact for losses unimodal at 0)."""

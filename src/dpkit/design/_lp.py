@@ -16,12 +16,38 @@ bracket is positive; digest ``optimal-noise.md`` A.3). ``C`` is ``[lo, hi)`` for
 upper bound and the central intervals for the lower bound. Each positive part gets a
 slack column ``s >= p_d(i) - e^eps p_e(i - j)``, so the constraint matrix has three
 entries per slack and stays sparse (O(N k) entries for N intervals and k = Δf/β).
+
+*Symmetric noise, folded.* With ``symmetric`` set and one distribution on a support
+``[-h, h)``, interval ``i`` and its mirror ``-1 - i`` share one column, and only the
+shifts ``j > 0`` are constrained: for symmetric masses the constraint at ``-j`` is the
+one at ``j`` read backwards (substitute ``i -> -1 - i``). The same LP in half the
+columns and half the slacks (about 2x faster at equal size).
+
+*A window around 0.* Most of the N k slacks sit in the tails, where an optimal noise
+is monotone and the largest shift ``k`` dominates. With ``window = (a, b)`` the shifts
+``0 < |j| < k`` keep only their terms for ``i`` in ``[a, b)``: a *relaxation* (fewer
+non-negative terms in each sum), whose optimum bounds the full LP's from below. With
+``restrict_tails`` as well, the noise must be non-decreasing on ``[lo, a + k)`` and
+non-increasing on ``[b - k, hi)``, and each shift ``0 < j < k`` also pays ``T_L``, the
+sum of the shift-``k`` terms over ``i < a`` (``T_R`` and ``i >= b`` for ``j < 0``).
+That is a *restriction*: every dropped term is bounded. For ``0 < j < k`` and
+``i >= b``, ``i - j`` and ``i`` lie where ``p`` is non-increasing, so the term is 0;
+for ``i < a``, either ``i - j < lo`` and the term is ``p(i)``, the shift-``k`` term
+too, or ``i - k < i - j < a`` lie where ``p`` is non-decreasing (0 below ``lo``), so
+``p(i - k) <= p(i - j)`` and the term is at most the shift-``k`` one. Negative shifts
+mirror this. A design is solved restricted (feasible, private) and certified against
+the relaxation of the same window (``_core.certified_window``), in about 4 (b - a) k
+slacks instead of N k.
+
+*Warm re-solves.* :class:`Solver` keeps HiGHS' basis, so re-solving for a smaller
+``delta`` (the exact re-check's repair), or with the tail restriction switched off
+(:meth:`Solver.restrict`), starts from the previous optimum.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -55,18 +81,62 @@ class Problem:
     monotone: bool = False
     instance_costs: FloatArray | None = None
     instance_limits: FloatArray | None = None
-    extra: dict[str, float] = field(default_factory=dict)
+    #: window relaxation / tail restriction: see the module docstring
+    window: tuple[int, int] | None = None
+    restrict_tails: bool = False
+
+    @property
+    def folded(self) -> bool:
+        """Symmetric noise solved on half the columns (see the module docstring)."""
+        return self.symmetric and self.distributions == 1 and self.lo == -self.hi
 
     @property
     def width(self) -> int:
-        """Columns per distribution: its interval masses, then two tail masses if any."""
-        return self.hi - self.lo + (2 if self.tail_costs is not None else 0)
+        """Columns per distribution: its masses, then its tail masses if any."""
+        tails = 0 if self.tail_costs is None else (1 if self.folded else 2)
+        return (self.hi if self.folded else self.hi - self.lo) + tails
+
+    def mass_columns(self, d: int, intervals: IntArray) -> IntArray:
+        """Columns of the masses ``p_d(i)`` for the intervals ``i``."""
+        if self.folded:
+            return d * self.width + np.where(intervals >= 0, intervals, -1 - intervals)
+        return d * self.width + intervals - self.lo
+
+    def tail_columns(self, d: int) -> IntArray:
+        """Columns of the left and right tail masses of distribution ``d``."""
+        first = d * self.width + (self.hi if self.folded else self.hi - self.lo)
+        return np.array([first, first] if self.folded else [first, first + 1], dtype=np.int64)
+
+    def constrained_pairs(self) -> list[tuple[int, int, int]]:
+        """The pairs that get constraints: folded, the shift ``-j`` is the shift ``j``."""
+        if not self.folded:
+            return list(self.pairs)
+        present = set(self.pairs)
+        return [(d, e, j) for d, e, j in self.pairs if j > 0 or (d, e, -j) not in present]
+
+    def _term_range(self, j: int) -> tuple[int, int]:
+        # With a window, shifts other than the largest keep only the terms inside it.
+        c_lo, c_hi = self.central
+        if self.window is not None and abs(j) < max(abs(pair[2]) for pair in self.pairs):
+            c_lo, c_hi = max(c_lo, self.window[0]), min(c_hi, self.window[1])
+        return c_lo, c_hi
+
+    def terms(self, j: int) -> tuple[IntArray, IntArray]:
+        """Intervals ``i`` whose term ``p(i) - e^eps p(i - j)`` the shift ``j`` constrains:
+        (those with ``i - j`` in the support: a slack each; those without: the mass).
+
+        With a ``window``, shifts other than the largest keep only the terms inside it
+        (a relaxation: fewer non-negative terms in each sum)."""
+        c_lo, c_hi = self._term_range(j)
+        inside = np.arange(max(c_lo, self.lo + j), min(c_hi, self.hi + j), dtype=np.int64)
+        outside = np.setdiff1d(np.arange(c_lo, c_hi, dtype=np.int64), inside)
+        return inside, outside
 
     def slack_count(self) -> int:
         """Number of slack columns (= slack rows) the pair constraints need."""
-        c_lo, c_hi = self.central
         total = 0
-        for _, _, j in self.pairs:
+        for _, _, j in self.constrained_pairs():
+            c_lo, c_hi = self._term_range(j)
             total += max(0, min(c_hi, self.hi + j) - max(c_lo, self.lo + j))
         return total
 
@@ -101,11 +171,23 @@ class _Rows:
         self.lower: list[FloatArray] = []
         self.upper: list[FloatArray] = []
         self.count = 0
+        self.restriction_rows: list[int] = []
+        self.restriction_columns: list[int] = []
 
     def add(
-        self, rows: IntArray, cols: IntArray, vals: FloatArray, lower: FloatArray, upper: FloatArray
+        self,
+        rows: IntArray,
+        cols: IntArray,
+        vals: FloatArray,
+        lower: FloatArray,
+        upper: FloatArray,
+        *,
+        restriction: bool = False,
     ) -> None:
-        """Add ``len(lower)`` rows; ``rows`` are indices relative to this block."""
+        """Add ``len(lower)`` rows; ``rows`` are indices relative to this block.
+        ``restriction``: rows that restrict the tails (Problem.restrict_tails)."""
+        if restriction:
+            self.restriction_rows.extend(range(self.count, self.count + lower.size))
         self.rows.append(rows + self.count)
         self.cols.append(cols)
         self.vals.append(vals)
@@ -114,27 +196,60 @@ class _Rows:
         self.count += lower.size
 
 
-def _pair_rows(problem: Problem, builder: _Rows, first_slack: int) -> int:
-    width, lo, hi = problem.width, problem.lo, problem.hi
-    c_lo, c_hi = problem.central
+def _pair_rows(problem: Problem, builder: _Rows, first_slack: int) -> tuple[int, IntArray]:
+    """Slack rows and one delta row per constrained pair; returns (columns, delta rows)."""
     slack = first_slack
-    for d, e, j in problem.pairs:
-        inside = np.arange(max(c_lo, lo + j), min(c_hi, hi + j), dtype=np.int64)
-        outside = np.setdiff1d(np.arange(c_lo, c_hi, dtype=np.int64), inside)
+    delta_rows = []
+    pairs = problem.constrained_pairs()
+    largest = max(abs(j) for _, _, j in pairs)
+    # restricted tails: the largest shifts first, so that their tail terms can be summed
+    # into one column per side (see Problem.restrict_tails)
+    pairs.sort(key=lambda pair: abs(pair[2]) != largest)
+    tail_sums: dict[int, int] = {}
+    for d, e, j in pairs:
+        inside, outside = problem.terms(j)
         n = inside.size
         s_cols = np.arange(slack, slack + n, dtype=np.int64)
         slack += n
         local = np.arange(n, dtype=np.int64)
-        # p_d(i) - e^eps p_e(i - j) - s <= 0
+        # p_d(i) - e^eps p_e(i - j) - s <= 0  (folded, both masses may share a column:
+        # the duplicate entries are summed when the matrix is assembled)
         builder.add(
             np.concatenate([local, local, local]),
-            np.concatenate([d * width + inside - lo, e * width + inside - j - lo, s_cols]),
+            np.concatenate(
+                [problem.mass_columns(d, inside), problem.mass_columns(e, inside - j), s_cols]
+            ),
             np.concatenate([np.ones(n), np.full(n, -problem.exp_epsilon), -np.ones(n)]),
             np.full(n, -np.inf),
             np.zeros(n),
         )
         # sum of slacks, plus p_d(i) where p_e(i - j) = 0 (outside the support), <= delta
-        cols = np.concatenate([s_cols, d * width + outside - lo])
+        cols = np.concatenate([s_cols, problem.mass_columns(d, outside)])
+        if problem.restrict_tails and problem.window is not None:
+            side = 1 if j > 0 else -1
+            if abs(j) == largest:
+                # the column T = sum of this shift's terms on the far tail (i < window
+                # start for j > 0, i >= window end for j < 0) bounds every smaller
+                # shift's terms there
+                tail = (
+                    np.concatenate([inside, outside]) < problem.window[0]
+                    if j > 0
+                    else np.concatenate([inside, outside]) >= problem.window[1]
+                )
+                tail_sums[side] = slack
+                builder.restriction_columns.append(slack)
+                slack += 1
+                builder.add(
+                    np.zeros(int(tail.sum()) + 1, dtype=np.int64),
+                    np.concatenate([cols[tail], [tail_sums[side]]]),
+                    np.concatenate([np.ones(int(tail.sum())), [-1.0]]),
+                    np.array([-np.inf]),
+                    np.zeros(1),
+                    restriction=True,
+                )
+            else:
+                cols = np.concatenate([cols, [tail_sums[side]]])
+        delta_rows.append(builder.count)
         builder.add(
             np.zeros(cols.size, dtype=np.int64),
             cols,
@@ -142,63 +257,75 @@ def _pair_rows(problem: Problem, builder: _Rows, first_slack: int) -> int:
             np.array([-np.inf]),
             np.array([problem.delta]),
         )
-    return slack
+    return slack, np.asarray(delta_rows, dtype=np.int64)
 
 
 def _shape_rows(problem: Problem, builder: _Rows) -> None:
-    width, lo, hi = problem.width, problem.lo, problem.hi
+    lo, hi = problem.lo, problem.hi
     size = hi - lo
+    every = np.arange(lo, hi, dtype=np.int64)
     for d in range(problem.distributions):
-        base = d * width
-        # probabilities sum to one (tails included)
+        tails = problem.tail_columns(d) if problem.tail_costs is not None else np.zeros(0, int)
+        # probabilities sum to one (tails included; folded columns count twice)
+        cols = np.concatenate([problem.mass_columns(d, every), tails])
         builder.add(
-            np.zeros(width, dtype=np.int64),
-            base + np.arange(width),
-            np.ones(width),
-            np.ones(1),
-            np.ones(1),
+            np.zeros(cols.size, dtype=np.int64), cols, np.ones(cols.size), np.ones(1), np.ones(1)
         )
-        pairs: list[tuple[IntArray, IntArray, float, float]] = []
-        if problem.symmetric:
+        pairs: list[tuple[IntArray, IntArray, float, float, bool]] = []
+        if problem.symmetric and not problem.folded:
             # interval i = [i b, (i+1) b) mirrors interval -1 - i
             left = np.arange(lo, min(0, hi), dtype=np.int64)
             left = left[(-1 - left >= lo) & (-1 - left < hi)]
-            pairs.append((left, -1 - left, 0.0, 0.0))
-        if problem.monotone:
-            right = np.arange(max(0, lo), hi - 1, dtype=np.int64)  # p(i + 1) <= p(i), i >= 0
-            pairs.append((right + 1, right, -np.inf, 0.0))
-            left = np.arange(lo, min(-1, hi), dtype=np.int64)  # p(i) <= p(i + 1), i + 1 <= -1
-            left = left[left + 1 <= -1]
-            pairs.append((left, left + 1, -np.inf, 0.0))
-        for a, b, low, high in pairs:
+            pairs.append((left, -1 - left, 0.0, 0.0, False))
+        if problem.monotone or (problem.restrict_tails and problem.window is not None):
+            # non-increasing from `start` on, non-decreasing up to `end` (exclusive)
+            start, end = 0, 0
+            if not problem.monotone and problem.window is not None:
+                largest = max(abs(j) for _, _, j in problem.pairs)
+                start, end = problem.window[1] - largest, problem.window[0] + largest
+            right = np.arange(max(start, lo), hi - 1, dtype=np.int64)  # p(i + 1) <= p(i)
+            pairs.append((right + 1, right, -np.inf, 0.0, not problem.monotone))
+            if not problem.folded:  # folded, the left side is the right side
+                left = np.arange(lo, min(end, hi) - 1, dtype=np.int64)  # p(i) <= p(i + 1)
+                pairs.append((left, left + 1, -np.inf, 0.0, not problem.monotone))
+        for a, b, low, high, restriction in pairs:
             n = a.size
             if n == 0:
                 continue
             local = np.arange(n, dtype=np.int64)
             builder.add(
                 np.concatenate([local, local]),
-                np.concatenate([base + a - lo, base + b - lo]),
+                np.concatenate([problem.mass_columns(d, a), problem.mass_columns(d, b)]),
                 np.concatenate([np.ones(n), -np.ones(n)]),
                 np.full(n, low),
                 np.full(n, high),
+                restriction=restriction,
             )
-        if problem.symmetric and problem.tail_costs is not None:
-            builder.add(
-                np.array([0, 0]),
-                np.array([base + size, base + size + 1]),
-                np.array([1.0, -1.0]),
-                np.zeros(1),
-                np.zeros(1),
-            )
+        if problem.symmetric and not problem.folded and problem.tail_costs is not None:
+            builder.add(np.array([0, 0]), tails, np.array([1.0, -1.0]), np.zeros(1), np.zeros(1))
         if problem.instance_costs is not None and problem.instance_limits is not None:
-            costs = problem.instance_costs
             builder.add(
                 np.zeros(size, dtype=np.int64),
-                base + np.arange(size),
-                costs,
+                problem.mass_columns(d, every),
+                problem.instance_costs,
                 np.array([-np.inf]),
                 np.array([problem.instance_limits[d]]),
             )
+
+
+def _objective(problem: Problem, n_columns: int) -> FloatArray:
+    costs = np.zeros(n_columns)
+    every = np.arange(problem.lo, problem.hi, dtype=np.int64)
+    for d in range(problem.distributions):
+        # np.add.at: folded, interval i and its mirror add to one column
+        np.add.at(costs, problem.mass_columns(d, every), problem.weights[d] * problem.costs)
+        if problem.tail_costs is not None:
+            np.add.at(
+                costs,
+                problem.tail_columns(d),
+                problem.weights[d] * np.asarray(problem.tail_costs, dtype=np.float64),
+            )
+    return costs
 
 
 def refuse_if_too_large(problem: Problem, max_memory: int, owner: str) -> None:
@@ -213,71 +340,102 @@ def refuse_if_too_large(problem: Problem, max_memory: int, owner: str) -> None:
         )
 
 
-def solve(problem: Problem, *, max_memory: int, owner: str) -> Solution:
-    """Build the LP (CSC, sparse) and solve it with HiGHS' dual simplex."""
-    refuse_if_too_large(problem, max_memory, owner)
-    import highspy  # heavy: imported only when a design is solved
-    from scipy import sparse
+class Solver:
+    """One LP built once and solved with HiGHS' dual simplex; :meth:`solve` can be
+    called again for a smaller ``delta``, starting from the previous basis."""
 
-    width = problem.width
-    first_slack = problem.distributions * width
-    builder = _Rows()
-    n_columns = _pair_rows(problem, builder, first_slack)
-    _shape_rows(problem, builder)
-    costs = np.zeros(n_columns)
-    for d in range(problem.distributions):
-        block = problem.weights[d] * problem.costs
-        costs[d * width : d * width + block.size] = block
-        if problem.tail_costs is not None:
-            costs[d * width + block.size : (d + 1) * width] = problem.weights[d] * np.asarray(
-                problem.tail_costs
+    def __init__(self, problem: Problem, *, max_memory: int, owner: str) -> None:
+        refuse_if_too_large(problem, max_memory, owner)
+        import highspy  # heavy: imported only when a design is solved
+        from scipy import sparse
+
+        self._problem, self._owner, self._highspy = problem, owner, highspy
+        self._first_slack = problem.distributions * problem.width
+        builder = _Rows()
+        n_columns, self._delta_rows = _pair_rows(problem, builder, self._first_slack)
+        _shape_rows(problem, builder)
+        self._restriction_rows = np.asarray(builder.restriction_rows, dtype=np.int32)
+        self._restriction_columns = np.asarray(builder.restriction_columns, dtype=np.int32)
+        self._restriction_upper = np.concatenate(builder.upper)[self._restriction_rows]
+        matrix = sparse.csc_matrix(
+            (
+                np.concatenate(builder.vals),
+                (np.concatenate(builder.rows), np.concatenate(builder.cols)),
+            ),
+            shape=(builder.count, n_columns),
+        )
+        matrix.sum_duplicates()
+
+        lp = highspy.HighsLp()
+        lp.num_col_, lp.num_row_ = n_columns, builder.count
+        lp.col_cost_ = _objective(problem, n_columns)
+        lp.col_lower_ = np.zeros(n_columns)
+        lp.col_upper_ = np.full(n_columns, highspy.kHighsInf)
+        lp.row_lower_ = np.maximum(np.concatenate(builder.lower), -highspy.kHighsInf)
+        lp.row_upper_ = np.minimum(np.concatenate(builder.upper), highspy.kHighsInf)
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+        lp.a_matrix_.start_ = matrix.indptr.astype(np.int32)
+        lp.a_matrix_.index_ = matrix.indices.astype(np.int32)
+        lp.a_matrix_.value_ = matrix.data
+        self._highs = highspy.Highs()  # type: ignore[no-untyped-call]
+        self._highs.setOptionValue("output_flag", False)
+        # Tight tolerances: the solution is re-checked exactly afterwards, and the
+        # re-check must not find violations that a loose tolerance let through.
+        self._highs.setOptionValue("primal_feasibility_tolerance", 1e-10)
+        self._highs.setOptionValue("dual_feasibility_tolerance", 1e-10)
+        self._highs.passModel(lp)
+
+    def restrict(self, on: bool) -> None:
+        """Switch the tail restriction (Problem.restrict_tails) on or off. Off, the tail
+        sums are fixed at 0 and their rows and the monotone rows are void: the LP is
+        then the window relaxation (Problem.window) exactly. The next solve is warm."""
+        highspy, rows, cols = self._highspy, self._restriction_rows, self._restriction_columns
+        if rows.size:
+            upper = self._restriction_upper if on else np.full(rows.size, highspy.kHighsInf)
+            self._highs.changeRowsBounds(  # type: ignore[attr-defined]  # not in the stub
+                rows.size, rows, np.full(rows.size, -highspy.kHighsInf), upper
             )
-    matrix = sparse.csc_matrix(
-        (
-            np.concatenate(builder.vals),
-            (np.concatenate(builder.rows), np.concatenate(builder.cols)),
-        ),
-        shape=(builder.count, n_columns),
-    )
-    matrix.sum_duplicates()
+        if cols.size:
+            upper = np.full(cols.size, highspy.kHighsInf if on else 0.0)
+            self._highs.changeColsBounds(cols.size, cols, np.zeros(cols.size), upper)
 
-    lp = highspy.HighsLp()
-    lp.num_col_, lp.num_row_ = n_columns, builder.count
-    lp.col_cost_ = costs
-    lp.col_lower_ = np.zeros(n_columns)
-    lp.col_upper_ = np.full(n_columns, highspy.kHighsInf)
-    lp.row_lower_ = np.maximum(np.concatenate(builder.lower), -highspy.kHighsInf)
-    lp.row_upper_ = np.minimum(np.concatenate(builder.upper), highspy.kHighsInf)
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.start_ = matrix.indptr.astype(np.int32)
-    lp.a_matrix_.index_ = matrix.indices.astype(np.int32)
-    lp.a_matrix_.value_ = matrix.data
-    highs = highspy.Highs()  # type: ignore[no-untyped-call]
-    highs.setOptionValue("output_flag", False)
-    # Tight tolerances: the solution is re-checked exactly afterwards, and the
-    # re-check must not find violations that a loose tolerance let through.
-    highs.setOptionValue("primal_feasibility_tolerance", 1e-10)
-    highs.setOptionValue("dual_feasibility_tolerance", 1e-10)
-    highs.passModel(lp)
-    highs.run()
-    status = highs.getModelStatus()
-    if status == highspy.HighsModelStatus.kInfeasible:
-        raise InvalidParameter(
-            f"{owner}: no noise distribution on this support meets the privacy target "
-            f"(the linear program is infeasible). Widen 'support', or raise 'delta'."
+    def solve(self, delta: float | None = None) -> Solution:
+        """Solve for ``delta`` (default: the problem's), warm after the first call."""
+        problem, highspy, highs = self._problem, self._highspy, self._highs
+        if delta is not None:
+            rows = self._delta_rows.astype(np.int32)
+            highs.changeRowsBounds(  # type: ignore[attr-defined]  # not in the stub
+                rows.size, rows, np.full(rows.size, -highspy.kHighsInf), np.full(rows.size, delta)
+            )
+        highs.run()
+        status = highs.getModelStatus()
+        if status == highspy.HighsModelStatus.kInfeasible:
+            raise InvalidParameter(
+                f"{self._owner}: no noise distribution on this support meets the privacy "
+                f"target (the linear program is infeasible). Widen 'support', or raise 'delta'."
+            )
+        if status != highspy.HighsModelStatus.kOptimal:
+            raise InternalError(
+                f"{self._owner}: HiGHS stopped with status {highs.modelStatusToString(status)}."
+            )
+        values = np.asarray(highs.getSolution().col_value, dtype=np.float64)
+        every = np.arange(problem.lo, problem.hi, dtype=np.int64)
+        masses = np.stack(
+            [values[problem.mass_columns(d, every)] for d in range(problem.distributions)]
         )
-    if status != highspy.HighsModelStatus.kOptimal:
-        raise InternalError(
-            f"{owner}: HiGHS stopped with status {highs.modelStatusToString(status)}."
+        if problem.tail_costs is None:
+            tails = np.zeros((problem.distributions, 2))
+        else:
+            tails = np.stack(
+                [values[problem.tail_columns(d)] for d in range(problem.distributions)]
+            )
+        return Solution(
+            masses=np.maximum(masses, 0.0),
+            tails=np.maximum(tails, 0.0),
+            objective=float(highs.getInfo().objective_function_value),
         )
-    values = np.asarray(highs.getSolution().col_value, dtype=np.float64)
-    size = problem.hi - problem.lo
-    blocks = values[:first_slack].reshape(problem.distributions, width)
-    tails = (
-        blocks[:, size:] if problem.tail_costs is not None else np.zeros((problem.distributions, 2))
-    )
-    return Solution(
-        masses=np.maximum(blocks[:, :size], 0.0),
-        tails=np.maximum(tails, 0.0),
-        objective=float(highs.getInfo().objective_function_value),
-    )
+
+
+def solve(problem: Problem, *, max_memory: int, owner: str) -> Solution:
+    """Build the LP (CSC, sparse) and solve it once (see :class:`Solver`)."""
+    return Solver(problem, max_memory=max_memory, owner=owner).solve()

@@ -230,6 +230,7 @@ def _problem(
     pad = k if lower else 0
     lo, hi = -half - pad, half + pad
     average, infimum = _core.interval_costs(loss, lo, hi, beta, owner)
+    costs = infimum if lower else average
     tails = None
     if lower:
         # Mass beyond the padded support costs at least c at its edge (unimodal loss).
@@ -237,20 +238,44 @@ def _problem(
             float(loss.infimum(np.array([-np.inf]), np.array([lo * beta]))[0]),
             float(loss.infimum(np.array([hi * beta]), np.array([np.inf]))[0]),
         )
+    # A loss whose interval costs mirror exactly (l1, l2, any even c) makes the LP
+    # mirror-invariant: the mirror image of a feasible noise is feasible with the same
+    # cost, and so is the average of the two (the constraints are convex). Restricting
+    # to symmetric noise then loses nothing, and the LP is solved folded (_lp).
+    mirrored = np.array_equal(costs, costs[::-1]) and (tails is None or tails[0] == tails[1])
     return _lp.Problem(
         distributions=1,
         lo=lo,
         hi=hi,
         central=(-half, half),
-        costs=infimum if lower else average,
+        costs=costs,
         weights=np.ones(1),
-        pairs=[(0, 0, j) for j in range(-k, k + 1) if j != 0],
+        pairs=_lp_shifts(k, monotone),
         exp_epsilon=float(np.exp(grid.epsilon)),
         delta=grid.delta,
         tail_costs=tails,
-        symmetric=symmetric,
+        symmetric=symmetric or mirrored,
         monotone=monotone,
     )
+
+
+def _all_shifts(k: int) -> list[tuple[int, int, int]]:
+    """Every grid shift ``j beta``, ``0 < |j| <= k`` (what the exact re-check covers)."""
+    return [(0, 0, j) for j in range(-k, k + 1) if j != 0]
+
+
+def _lp_shifts(k: int, monotone: bool) -> list[tuple[int, int, int]]:
+    """The shifts the LP constrains: all of them, or only ``+-k`` for monotone noise.
+
+    For a density non-decreasing up to its mode and non-increasing after it (the
+    monotone constraint; the mode is interval -1 or 0), every term of the shift-``j``
+    constraint, ``max(0, p(i) - e^eps p(i - j))`` for ``0 < j <= k``, is at most the
+    same term for ``k``: if ``i - j`` is at or past the mode, ``p(i - j) >= p(i)`` and the
+    term is 0; otherwise ``i - k < i - j`` both lie before the mode, where ``p`` is
+    non-decreasing, so ``p(i - k) <= p(i - j)``. Negative shifts mirror this. The exact
+    re-check still covers every shift.
+    """
+    return [(0, 0, -k), (0, 0, k)] if monotone else _all_shifts(k)
 
 
 def design_noise(
@@ -312,15 +337,23 @@ def design_noise(
     grid = _core.check_grid(epsilon, delta, sensitivity, granularity, support, owner)
     measure = make_loss(loss, owner)
     memory = _core.check_memory(max_memory, owner)
-    pairs = [(0, 0, j) for j in range(-grid.shifts, grid.shifts + 1) if j != 0]
+    pairs = _lp_shifts(grid.shifts, monotone)
     _core.check_size(grid, 1, pairs, lower_bound=lower_bound, max_memory=memory, owner=owner)
     upper = _problem(
         grid, measure, lower=False, symmetric=symmetric, monotone=monotone, owner=owner
     )
     lower = _problem(grid, measure, lower=True, symmetric=symmetric, monotone=monotone, owner=owner)
+    upper, solver = _core.certified_window(upper, max_memory=memory, owner=owner)
     counts, achieved = _core.solve_verified(
-        upper, epsilon=grid.epsilon, max_memory=memory, owner=owner
+        upper,
+        epsilon=grid.epsilon,
+        max_memory=memory,
+        owner=owner,
+        checked_pairs=_all_shifts(grid.shifts),
+        solver=solver,
     )
+    # the window relaxation of the lower-bound LP is still a lower bound (fewer terms)
+    lower = dataclasses.replace(lower, window=upper.window)
     bound = None
     if lower_bound:
         solution = _lp.solve(lower, max_memory=memory, owner=owner)
