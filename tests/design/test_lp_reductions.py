@@ -95,7 +95,8 @@ def test_folded_design_matches_the_full_lp_at_small_delta():
     folded = noise_lower_bound(**setting)
     grid = _core.check_grid(1.0, 1e-6, 1.0, 0.1, 16.0, "test")
     _, full = _problems((1.0, 1e-6, 1.0, 0.1, 16.0, "l1"), lower=True, monotone=False)
-    assert folded == pytest.approx(_core.lower_bound_value(_optimum(full)), rel=1e-7)
+    assert folded == pytest.approx(_optimum(full), rel=1e-7)
+    assert folded <= _optimum(full)
     design = design_noise(**setting, lower_bound=False)
     assert folded <= design.upper_bound <= 1.0  # Laplace's loss is 1 / eps = 1
     assert grid.shifts == 10
@@ -208,3 +209,31 @@ def test_every_vertex_of_the_restricted_lp_is_private(seed, folded):
     assert windowed.folded == folded
     masses = _lp.solve(windowed, max_memory=1 << 33, owner="test").masses[0]
     assert _divergences(masses, grid.shifts, problem.exp_epsilon).max() <= 0.05 + 1e-9
+
+
+# --- the certified lower bound (_lp.Solver.dual_bound) ------------------------------
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_dual_bound_is_just_below_the_optimum(case):
+    lower, _ = _problems(case, lower=True, monotone=False)
+    solver = _lp.Solver(lower, max_memory=1 << 33, owner="test")
+    optimum = solver.solve().objective
+    bound = solver.dual_bound()
+    assert optimum * (1 - 1e-7) <= bound <= optimum
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_any_multipliers_give_a_valid_bound(seed):
+    # Weak duality holds for every y, so the bound must stay below the optimum for
+    # perturbed and random multipliers too (a wrong sign convention or a missing
+    # column bound would let some of them overshoot).
+    rng = np.random.default_rng(seed)
+    lower, _ = _problems(CASES[0], lower=True, monotone=False)
+    solver = _lp.Solver(lower, max_memory=1 << 33, owner="test")
+    optimum = solver.solve().objective
+    y = np.asarray(solver._highs.getSolution().row_dual, dtype=np.float64)
+    for candidate in (y * (1 + 0.01 * rng.normal(size=y.size)), rng.normal(size=y.size), -y):
+        assert solver.dual_bound(candidate) <= optimum
+    # and the solver's own multipliers are the tight ones
+    assert solver.dual_bound(y) > solver.dual_bound(y * (1 + 0.01 * rng.normal(size=y.size)))

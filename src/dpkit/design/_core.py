@@ -243,9 +243,12 @@ def stated_delta(target: float, achieved: Fraction, owner: str) -> float:
     return delta
 
 
-def lower_bound_value(objective: float) -> float:
-    """The LP optimum less the solver's tolerance (a lower bound must not overshoot)."""
-    return max(0.0, objective - 1e-8 * max(1.0, abs(objective)))
+def certified_lower_bound(problem: _lp.Problem, *, max_memory: int, owner: str) -> float:
+    """Solve a lower-bound LP and return a bound certified by its dual
+    (:meth:`_lp.Solver.dual_bound`), never above the LP's true optimum; losses are >= 0."""
+    solver = _lp.Solver(problem, max_memory=max_memory, owner=owner)
+    solver.solve()
+    return max(0.0, solver.dual_bound())
 
 
 def composed_guarantee(epsilon: float, delta: float, size: int, owner: str) -> ApproxDP:

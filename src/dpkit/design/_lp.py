@@ -46,6 +46,7 @@ slacks instead of N k.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 
@@ -384,6 +385,8 @@ class Solver:
         self._highs.setOptionValue("primal_feasibility_tolerance", 1e-10)
         self._highs.setOptionValue("dual_feasibility_tolerance", 1e-10)
         self._highs.passModel(lp)
+        self._matrix = matrix
+        self._costs = np.asarray(lp.col_cost_, dtype=np.float64)
 
     def restrict(self, on: bool) -> None:
         """Switch the tail restriction (Problem.restrict_tails) on or off. Off, the tail
@@ -398,6 +401,68 @@ class Solver:
         if cols.size:
             upper = np.full(cols.size, highspy.kHighsInf if on else 0.0)
             self._highs.changeColsBounds(cols.size, cols, np.zeros(cols.size), upper)
+
+    def dual_bound(self, multipliers: FloatArray | None = None) -> float:
+        """A lower bound on this LP's optimum from the last solve's dual, by weak duality.
+
+        ``multipliers``: row multipliers to use instead of the solver's (any ``y`` gives
+        a valid bound; the tests use random ones).
+
+        For any row multipliers ``y`` and any feasible ``x``, ``c.x = d.x + y.(A x)`` with
+        ``d = c - A^T y``; each row activity ``(A x)_r`` lies in its bounds and each ``x_i``
+        in ``[0, u_i]``, so ``c.x >= sum_r min(y_r L_r, y_r U_r) + sum_i min(0, d_i u_i)``
+        whatever ``y`` is (Neumaier & Shcherbina 2004, "Safe bounds in linear and
+        mixed-integer linear programming"). ``y`` is HiGHS' row dual, with the signs that
+        would multiply an infinite bound set to 0; ``u_i`` is implied by a row with
+        non-negative coefficients and a finite upper end (every column of these LPs is in
+        one: the masses in their sum, the slacks in their delta row). Floating-point
+        error is bounded and subtracted, so the bound never rests on the solver's
+        tolerances (unlike its objective value, which a slightly infeasible ``x`` can
+        push above the optimum).
+        """
+        highs, inf = self._highs, self._highspy.kHighsInf
+        lp = highs.getLp()
+        lower = np.asarray(lp.row_lower_, dtype=np.float64)
+        upper = np.asarray(lp.row_upper_, dtype=np.float64)
+        duals = highs.getSolution().row_dual if multipliers is None else multipliers
+        y = np.array(duals, dtype=np.float64)
+        y[((y > 0) & (lower <= -inf)) | ((y < 0) & (upper >= inf))] = 0.0
+        a = self._matrix
+        unit = 2.0**-53
+        # d = c - A^T y, with a bound on its rounding error (gamma_n |c| + |A|^T |y|)
+        d = self._costs - a.T @ y
+        per_column = np.diff(a.indptr) + 2
+        gamma = per_column * unit / (1.0 - per_column * unit)
+        d_low = d - gamma * (np.abs(self._costs) + abs(a).T @ np.abs(y)) * (1.0 + 4 * unit)
+        column_upper = self._implied_column_upper(lower, upper)
+        negative = d_low < 0
+        if np.any(negative & ~np.isfinite(column_upper)):
+            return -math.inf
+        column_terms = np.where(negative, d_low * np.where(negative, column_upper, 0.0), 0.0)
+        row_terms = np.where(y > 0, y * np.where(y > 0, lower, 0.0), 0.0) + np.where(
+            y < 0, y * np.where(y < 0, upper, 0.0), 0.0
+        )
+        terms = np.concatenate([row_terms, column_terms])
+        total = math.fsum(terms.tolist())
+        # each product and the final sum are rounded once: a relative 2^-53 each
+        slack = 2.0 * unit * (float(np.abs(terms).sum()) * (1.0 + 4 * unit) + abs(total))
+        return total - slack
+
+    def _implied_column_upper(self, row_lower: FloatArray, row_upper: FloatArray) -> FloatArray:
+        """Upper bounds on each column implied by its own bound and by rows whose
+        coefficients are all >= 0 with a finite upper end (all columns are >= 0)."""
+        inf = self._highspy.kHighsInf
+        a = self._matrix.tocsr()
+        bounds = np.asarray(self._highs.getLp().col_upper_, dtype=np.float64).copy()
+        bounds[bounds >= inf] = np.inf
+        rows = np.repeat(np.arange(a.shape[0]), np.diff(a.indptr))
+        row_min = np.full(a.shape[0], np.inf)
+        np.minimum.at(row_min, rows, a.data)
+        usable = (row_min[rows] > 0) & (row_upper[rows] < inf)
+        implied = row_upper[rows[usable]] / a.data[usable]
+        implied = np.nextafter(implied, np.inf)  # rounded up
+        np.minimum.at(bounds, a.indices[usable], implied)
+        return bounds
 
     def solve(self, delta: float | None = None) -> Solution:
         """Solve for ``delta`` (default: the problem's), warm after the first call."""

@@ -323,9 +323,7 @@ def design_data_dependent_noise(
     )
     bound = None
     if lower_bound:
-        bound = _core.lower_bound_value(
-            _lp.solve(problems[1], max_memory=memory, owner=owner).objective
-        )
+        bound = _core.certified_lower_bound(problems[1], max_memory=memory, owner=owner)
     return DataDependentDesign(
         parts=[PiecewiseUniform(row, -grid.half, grid.beta) for row in counts],
         cells=ends.astype(np.float64) * grid.beta,

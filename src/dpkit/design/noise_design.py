@@ -13,7 +13,9 @@ distributions on intervals of width ``beta`` (the paper's ``P(L, beta)`` and
   constraints only on the central intervals. Every (epsilon, delta)-DP additive noise,
   of any shape and support, maps to a feasible point of it (its interval masses),
   so its optimum bounds the optimal loss from below (Prop. 3; valid for losses that
-  are non-increasing on (-inf, 0] and non-decreasing on [0, inf)).
+  are non-increasing on (-inf, 0] and non-decreasing on [0, inf)). The value
+  reported is a weak-duality bound from the solver's dual, never above that optimum
+  (``_lp.Solver.dual_bound``).
 
 Both bounds meet as the grid gets finer and the support wider (Theorem 1).
 """
@@ -356,8 +358,7 @@ def design_noise(
     lower = dataclasses.replace(lower, window=upper.window)
     bound = None
     if lower_bound:
-        solution = _lp.solve(lower, max_memory=memory, owner=owner)
-        bound = _core.lower_bound_value(solution.objective)
+        bound = _core.certified_lower_bound(lower, max_memory=memory, owner=owner)
     constraints = tuple(
         name for name, on in (("symmetric", symmetric), ("monotone", monotone)) if on
     )
@@ -400,5 +401,5 @@ def noise_lower_bound(
     problem = _problem(
         grid, measure, lower=True, symmetric=symmetric, monotone=monotone, owner=owner
     )
-    solution = _lp.solve(problem, max_memory=_core.check_memory(max_memory, owner), owner=owner)
-    return _core.lower_bound_value(solution.objective)
+    memory = _core.check_memory(max_memory, owner)
+    return _core.certified_lower_bound(problem, max_memory=memory, owner=owner)
