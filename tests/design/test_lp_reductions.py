@@ -18,6 +18,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+import dpkit as dp
 from dpkit.design import _core, _lp, design_noise, noise_lower_bound
 from dpkit.design._losses import make_loss
 from dpkit.design.noise_design import _all_shifts, _problem
@@ -237,3 +238,36 @@ def test_any_multipliers_give_a_valid_bound(seed):
         assert solver.dual_bound(candidate) <= optimum
     # and the solver's own multipliers are the tight ones
     assert solver.dual_bound(y) > solver.dual_bound(y * (1 + 0.01 * rng.normal(size=y.size)))
+
+
+def test_a_windowed_repair_that_turns_infeasible_falls_back_to_the_full_lp(monkeypatch):
+    # Force the repair path (solve for a delta 1% too large first) on a windowed LP,
+    # and make the windowed solver refuse the tightened delta as infeasible: the
+    # design must come from the full LP, not fail.
+    monkeypatch.setattr(_core, "_DELTA_MARGIN", -0.01)
+    grid = _core.check_grid(1.0, 0.1, 1.0, 0.05, 6.0, "test")
+    problem = _problem(
+        grid, make_loss("l1", "test"), lower=False, symmetric=False, monotone=False, owner="t"
+    )
+    windowed = dataclasses.replace(problem, window=(-40, 40), restrict_tails=True)
+    solver = _lp.Solver(windowed, max_memory=1 << 33, owner="test")
+    real = _lp.Solver.solve
+    calls = []
+
+    def refuse_second(self, delta=None):
+        calls.append(self._problem.window)
+        if self._problem.window is not None and len(calls) > 1:
+            raise dp.errors.InvalidParameter("test: infeasible")
+        return real(self, delta)
+
+    monkeypatch.setattr(_lp.Solver, "solve", refuse_second)
+    _, achieved = _core.solve_verified(
+        windowed,
+        epsilon=1.0,
+        max_memory=1 << 33,
+        owner="test",
+        checked_pairs=_all_shifts(grid.shifts),
+        solver=solver,
+    )
+    assert calls[0] == (-40, 40) and calls[-1] is None
+    assert achieved <= 0.1

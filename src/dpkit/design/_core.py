@@ -211,7 +211,16 @@ def solve_verified(
     if solver is None:
         solver = _lp.Solver(problem, max_memory=max_memory, owner=owner)
     for _ in range(_REPAIRS):
-        solution = solver.solve(solved_for)
+        try:
+            solution = solver.solve(solved_for)
+        except InvalidParameter:
+            if problem.window is None:
+                raise
+            # a tightened delta can leave a windowed LP infeasible where the full one is
+            # not (its restriction is stronger): go on with the full LP
+            problem = replace(problem, window=None, restrict_tails=False)
+            solver = _lp.Solver(problem, max_memory=max_memory, owner=owner)
+            solution = solver.solve(solved_for)
         shaped = [
             _exact.impose_shape(
                 row, problem.lo, symmetric=problem.symmetric, monotone=problem.monotone
