@@ -240,11 +240,9 @@ def test_any_multipliers_give_a_valid_bound(seed):
     assert solver.dual_bound(y) > solver.dual_bound(y * (1 + 0.01 * rng.normal(size=y.size)))
 
 
-def test_a_windowed_repair_that_turns_infeasible_falls_back_to_the_full_lp(monkeypatch):
-    # Force the repair path (solve for a delta 1% too large first) on a windowed LP,
-    # and make the windowed solver refuse the tightened delta as infeasible: the
-    # design must come from the full LP, not fail.
-    monkeypatch.setattr(_core, "_DELTA_MARGIN", -0.01)
+def test_a_windowed_lp_that_turns_infeasible_falls_back_to_the_full_lp(monkeypatch):
+    # Make the windowed solver refuse its delta as infeasible (a restriction can be
+    # infeasible where the full LP is not): the design must come from the full LP.
     grid = _core.check_grid(1.0, 0.1, 1.0, 0.05, 6.0, "test")
     problem = _problem(
         grid, make_loss("l1", "test"), lower=False, symmetric=False, monotone=False, owner="t"
@@ -254,13 +252,13 @@ def test_a_windowed_repair_that_turns_infeasible_falls_back_to_the_full_lp(monke
     real = _lp.Solver.solve
     calls = []
 
-    def refuse_second(self, delta=None):
+    def refuse_windowed(self, delta=None):
         calls.append(self._problem.window)
-        if self._problem.window is not None and len(calls) > 1:
+        if self._problem.window is not None:
             raise dp.errors.InvalidParameter("test: infeasible")
         return real(self, delta)
 
-    monkeypatch.setattr(_lp.Solver, "solve", refuse_second)
+    monkeypatch.setattr(_lp.Solver, "solve", refuse_windowed)
     _, achieved = _core.solve_verified(
         windowed,
         epsilon=1.0,

@@ -28,6 +28,9 @@ _REPAIRS = 3
 #: A design solved on a window (see :func:`certified_window`) is kept when its LP loss
 #: is within this relative distance of the window relaxation's optimum.
 WINDOW_TOLERANCE = 1e-6
+#: Smallest delta a design accepts: HiGHS' feasibility tolerance is 1e-10 (absolute),
+#: and at delta 2e-11 it reports feasible targets infeasible (found by review).
+MIN_DELTA = 1e-9
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,13 @@ def check_grid(
             f"bounded support is never pure epsilon-DP. Got 0.0 instead. (dpkit.design."
             f"noise_lower_bound accepts delta=0; the staircase mechanism is the known "
             f"optimum there.)"
+        )
+    if dlt < MIN_DELTA:
+        raise InvalidParameter(
+            f"The 'delta' parameter of {owner} must be at least {MIN_DELTA:g}: below that "
+            f"the LP solver's feasibility tolerance (1e-10) is a large share of delta, and "
+            f"it can call a feasible target infeasible or return noise that misses it. Got "
+            f"{dlt!r}. (Truncated Laplace noise, dpkit.noise, meets any delta > 0.)"
         )
     sens = check.check_positive(sensitivity, "sensitivity", owner)
     beta = check.check_positive(granularity, "granularity", owner)
@@ -201,7 +211,8 @@ def solve_verified(
     LP's own; a reduced LP passes the full set, so the check never trusts a reduction).
     ``solver``: a solver of ``problem`` to reuse (e.g. from :func:`certified_window`).
     Returns the exact masses of each distribution and their exact worst divergence.
-    If three tightened solves still exceed the target, the divergence actually achieved
+    A windowed LP whose design misses the target is replaced by the full LP (once). If
+    three solves of the full LP still exceed the target, the divergence actually achieved
     is returned (the caller states it as the guarantee and warns). The re-solves start
     from the previous basis (:class:`_lp.Solver`).
     """
@@ -210,7 +221,8 @@ def solve_verified(
     solved_for = target * (1.0 - _DELTA_MARGIN)
     if solver is None:
         solver = _lp.Solver(problem, max_memory=max_memory, owner=owner)
-    for _ in range(_REPAIRS):
+    solves = 0
+    while True:
         try:
             solution = solver.solve(solved_for)
         except InvalidParameter:
@@ -218,24 +230,42 @@ def solve_verified(
                 raise
             # a tightened delta can leave a windowed LP infeasible where the full one is
             # not (its restriction is stronger): go on with the full LP
-            problem = replace(problem, window=None, restrict_tails=False)
-            solver = _lp.Solver(problem, max_memory=max_memory, owner=owner)
+            problem, solver = _full(problem, max_memory, owner)
             solution = solver.solve(solved_for)
-        shaped = [
-            _exact.impose_shape(
-                row, problem.lo, symmetric=problem.symmetric, monotone=problem.monotone
-            )
-            for row in solution.masses
-        ]
+        shaped = [_shaped(row, problem) for row in solution.masses]
         counts = [_exact.quantize(row, symmetric=problem.symmetric) for row in shaped]
         achieved = exact_delta(counts, pairs, epsilon)
         if achieved <= target:
             return counts, achieved
-        # aim below the target by twice the overshoot (at least 1e-9 of the target)
-        solved_for -= max(2.0 * (float(achieved) - target), 1e-9 * target)
-        if solved_for <= 0.0:
-            break
-    return counts, achieved
+        if problem.window is not None:
+            # The window's argument holds in exact arithmetic; the solver meets the
+            # monotone rows only to its tolerance, and with a large e^eps at a tiny
+            # delta that slack can add up (found by review: 2x delta at eps 8, delta
+            # 1e-9). Go on with the full LP, without spending a repair.
+            problem, solver = _full(problem, max_memory, owner)
+            continue
+        solves += 1
+        if solves >= _REPAIRS:
+            return counts, achieved
+        # aim below the target by twice the overshoot (at least 1e-9 of the target),
+        # or, for an overshoot that large, by the ratio of the two
+        overshoot = float(achieved) - target
+        solved_for = max(
+            solved_for - max(2.0 * overshoot, 1e-9 * target),
+            solved_for * target / (2.0 * float(achieved)),
+        )
+
+
+def _full(problem: _lp.Problem, max_memory: int, owner: str) -> tuple[_lp.Problem, _lp.Solver]:
+    full = replace(problem, window=None, restrict_tails=False)
+    return full, _lp.Solver(full, max_memory=max_memory, owner=owner)
+
+
+def _shaped(masses: FloatArray, problem: _lp.Problem) -> FloatArray:
+    """The solver's masses with the shape its constraints impose, made exact."""
+    return _exact.impose_shape(
+        masses, problem.lo, symmetric=problem.symmetric, monotone=problem.monotone
+    )
 
 
 def stated_delta(target: float, achieved: Fraction, owner: str) -> float:

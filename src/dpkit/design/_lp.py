@@ -426,6 +426,7 @@ class Solver:
         upper = np.asarray(lp.row_upper_, dtype=np.float64)
         duals = highs.getSolution().row_dual if multipliers is None else multipliers
         y = np.array(duals, dtype=np.float64)
+        y[~np.isfinite(y)] = 0.0  # any y gives a bound: a non-finite entry is dropped
         y[((y > 0) & (lower <= -inf)) | ((y < 0) & (upper >= inf))] = 0.0
         a = self._matrix
         unit = 2.0**-53
