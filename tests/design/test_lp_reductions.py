@@ -269,3 +269,21 @@ def test_a_windowed_lp_that_turns_infeasible_falls_back_to_the_full_lp(monkeypat
     )
     assert calls[0] == (-40, 40) and calls[-1] is None
     assert achieved <= 0.1
+
+
+def test_the_memory_limit_is_checked_on_the_folded_lp_for_even_losses():
+    # l1 is solved folded: a limit between the folded and the unfolded size must let the
+    # design through (it was refused on the unfolded size), and a limit below the folded
+    # size must still refuse it, naming the size.
+    grid = _core.check_grid(1.0, 0.1, 1.0, 0.1, 6.0, "test")
+    problem = _problem(
+        grid, make_loss("l1", "test"), lower=False, symmetric=False, monotone=False, owner="t"
+    )
+    folded = problem.memory_estimate()
+    unfolded = dataclasses.replace(problem, symmetric=False).memory_estimate()
+    assert folded < 0.55 * unfolded
+    setting = {"epsilon": 1.0, "delta": 0.1, "granularity": 0.1, "support": 6.0}
+    design = design_noise(**setting, lower_bound=False, max_memory=(folded + unfolded) // 2)
+    assert design.achieved_delta <= 0.1
+    with pytest.raises(dp.errors.InvalidParameter, match="would need about"):
+        design_noise(**setting, lower_bound=False, max_memory=folded // 2)

@@ -114,8 +114,12 @@ def check_size(
     lower_bound: bool,
     max_memory: int,
     owner: str,
+    symmetric: bool = False,
 ) -> None:
-    """Refuse LPs above ``max_memory`` before any cost is computed or anything solved."""
+    """Refuse LPs above ``max_memory`` before any cost is computed or anything solved.
+
+    ``symmetric``: the LP will be solved folded (a known even loss or symmetric noise),
+    so it is estimated at that size; the window can only make it smaller."""
     for pad in (0, grid.shifts) if lower_bound else (0,):
         skeleton = _lp.Problem(
             distributions=distributions,
@@ -128,6 +132,7 @@ def check_size(
             exp_epsilon=1.0,
             delta=grid.delta,
             tail_costs=(0.0, 0.0) if pad else None,
+            symmetric=symmetric,
         )
         _lp.refuse_if_too_large(skeleton, max_memory, owner)
 

@@ -340,7 +340,17 @@ def design_noise(
     measure = make_loss(loss, owner)
     memory = _core.check_memory(max_memory, owner)
     pairs = _lp_shifts(grid.shifts, monotone)
-    _core.check_size(grid, 1, pairs, lower_bound=lower_bound, max_memory=memory, owner=owner)
+    # l1 and l2 are even, so their LPs are solved folded (see _problem)
+    folded = symmetric or measure.name in ("l1", "l2")
+    _core.check_size(
+        grid,
+        1,
+        pairs,
+        lower_bound=lower_bound,
+        max_memory=memory,
+        owner=owner,
+        symmetric=folded,
+    )
     upper = _problem(
         grid, measure, lower=False, symmetric=symmetric, monotone=monotone, owner=owner
     )
