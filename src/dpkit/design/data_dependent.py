@@ -18,21 +18,18 @@ per-instance constraints ``E[c(X_k)] <= o`` (instance optimality, seed 003).
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from dpkit import _validation as check
-from dpkit.accounting.events import ApproxEvent, Event, RepeatedEvent
-from dpkit.accounting.guarantees import ApproxDP
 from dpkit.design import _core, _exact, _lp
 from dpkit.design._distribution import PiecewiseUniform
 from dpkit.design._losses import Loss, LossLike, make_loss
+from dpkit.design._release import EntrywiseDesign
 from dpkit.errors import InvalidParameter
-from dpkit.mechanisms._base import Mechanism, Release
-from dpkit.random import Random, RandomLike
+from dpkit.random import Random
 
 __all__ = ["DataDependentDesign", "design_data_dependent_noise"]
 
@@ -73,7 +70,7 @@ def _pairs(ends: npt.NDArray[np.int64], shifts: int) -> list[tuple[int, int, int
     return pairs
 
 
-class DataDependentDesign(Mechanism):
+class DataDependentDesign(EntrywiseDesign):
     """One optimised noise per cell of the query range: the result of
     :func:`design_data_dependent_noise`.
 
@@ -83,7 +80,12 @@ class DataDependentDesign(Mechanism):
     clamped to the cells' range, its cell picks the distribution, and the divergence
     between every pair of cells that neighbouring answers can reach is re-checked
     exactly on the released masses (:attr:`achieved_delta`). Event:
-    ``ApproxEvent(epsilon, delta)``.
+    ``ApproxEvent(epsilon, delta)``; ``release`` composes over the entries of an array
+    unless ``parallel=True``, as :meth:`dpkit.design.NoiseDesign.release`.
+
+    Accuracy
+    --------
+    ``Release.error`` is None: the accuracy depends on the cell, which is private.
 
     Attributes
     ----------
@@ -148,45 +150,6 @@ class DataDependentDesign(Mechanism):
         ax.set_xlabel("noise x")
         ax.set_ylabel("density")
         return ax
-
-    @property
-    def event(self) -> Event:
-        return ApproxEvent(self.epsilon, self.delta)
-
-    @property
-    def guarantee(self) -> ApproxDP:
-        return ApproxDP(self.epsilon, self.delta)
-
-    def release(
-        self,
-        value: Any,
-        *,
-        confidence: float = 0.95,
-        parallel: bool = False,
-        rng: RandomLike | None = None,
-    ) -> Release[Any]:
-        """Release each entry (clamped to the cells) plus its cell's noise.
-
-        ``parallel`` as in :meth:`dpkit.design.NoiseDesign.release`: False composes
-        over the entries of an array, True charges one event. ``Release.error`` is
-        None (the accuracy depends on the cell, which is private).
-        """
-        size = int(np.size(np.asarray(value, dtype=object)))
-        composed = (
-            None
-            if parallel or size <= 1
-            else _core.composed_guarantee(
-                self.epsilon, self.delta, size, "DataDependentDesign.release"
-            )
-        )
-        released = super().release(value, confidence=confidence, rng=rng)
-        if composed is None:
-            return released
-        return dataclasses.replace(
-            released,
-            event=RepeatedEvent(self.event, size),
-            guarantee=composed,
-        )
 
     def _check_value(self, value: Any) -> npt.NDArray[np.float64]:
         return check.check_array(value, "value", "DataDependentDesign.release", allow_empty=True)

@@ -30,19 +30,18 @@ import numpy as np
 import numpy.typing as npt
 
 from dpkit import _validation as check
-from dpkit.accounting.events import ApproxEvent, Event
-from dpkit.accounting.guarantees import ApproxDP
 from dpkit.design import _core, _lp
 from dpkit.design._distribution import PiecewiseUniform
 from dpkit.design._exact import round_up
 from dpkit.design._losses import Loss, LossLike, make_loss
-from dpkit.mechanisms._base import ErrorBound, Mechanism, Release
+from dpkit.design._release import EntrywiseDesign
+from dpkit.mechanisms._base import ErrorBound
 from dpkit.random import Random, RandomLike
 
 __all__ = ["NoiseDesign", "design_noise", "noise_lower_bound"]
 
 
-class NoiseDesign(Mechanism):
+class NoiseDesign(EntrywiseDesign):
     """Optimised additive noise for a scalar query: the result of :func:`design_noise`.
 
     Privacy
@@ -157,56 +156,6 @@ class NoiseDesign(Mechanism):
             self.release(np.zeros(count), parallel=True, rng=rng).value if count else np.zeros(0)
         )
         return float(draws[0]) if size is None else np.asarray(draws)
-
-    @property
-    def event(self) -> Event:
-        return ApproxEvent(self.epsilon, self.delta)
-
-    @property
-    def guarantee(self) -> ApproxDP:
-        return ApproxDP(self.epsilon, self.delta)
-
-    def release(
-        self,
-        value: Any,
-        *,
-        confidence: float = 0.95,
-        parallel: bool = False,
-        rng: RandomLike | None = None,
-    ) -> Release[Any]:
-        """Release ``value`` (a scalar or an array) with independent design noise per entry.
-
-        Parameters
-        ----------
-        value:
-            The exact answer(s). Each entry must have sensitivity ``sensitivity``.
-        confidence:
-            Confidence level of the reported :class:`ErrorBound` (per entry).
-        parallel:
-            False (default): neighbouring datasets may change every entry, so an
-            array of ``n`` entries is ``n`` compositions (event
-            ``RepeatedEvent(ApproxEvent(eps, delta), n)``, guarantee
-            ``(n eps, n delta)``). True: one neighbour changes at most one entry (a
-            histogram over disjoint groups), so the release costs one event.
-        rng:
-            Random source.
-        """
-        size = int(np.size(np.asarray(value, dtype=object)))
-        composed = (
-            None
-            if parallel or size <= 1
-            else _core.composed_guarantee(self.epsilon, self.delta, size, "NoiseDesign.release")
-        )
-        released = super().release(value, confidence=confidence, rng=rng)
-        if composed is None:
-            return released
-        from dpkit.accounting.events import RepeatedEvent
-
-        return dataclasses.replace(
-            released,
-            event=RepeatedEvent(self.event, size),
-            guarantee=composed,
-        )
 
     def _error(self, confidence: float) -> ErrorBound:
         _, deviation = self._distribution.moments()
