@@ -62,6 +62,7 @@ from dpkit.errors import (
     InsecureRandomWarning,
     InternalError,
     InvalidParameter,
+    SessionLocked,
     UnsupportedEvent,
     WeakGuaranteeWarning,
 )
@@ -171,6 +172,7 @@ __all__ = [
     "Release",
     "ReportNoisyMax",
     "Session",
+    "SessionLocked",
     "SparseVector",
     "SubsampledLaplace",
     "TruncatedLaplace",

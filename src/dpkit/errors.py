@@ -11,6 +11,7 @@ The hierarchy::
     ├─ BudgetExceeded(DPError)
     ├─ DataError(DPError)
     ├─ EngineError(DPError)
+    ├─ SessionLocked(DPError)
     ├─ UnsupportedEvent(DPError, TypeError)
     ├─ CandidateFailed(DPError)
     └─ InternalError(DPError, AssertionError)
@@ -31,6 +32,7 @@ __all__ = [
     "InsecureRandomWarning",
     "InternalError",
     "InvalidParameter",
+    "SessionLocked",
     "UnsupportedEvent",
     "WeakGuaranteeWarning",
 ]
@@ -77,6 +79,31 @@ class DataError(DPError):
 
 class EngineError(DPError):
     """A query engine (DuckDB, Spark) failed; the original error is chained."""
+
+
+class SessionLocked(DPError):
+    """A Session refuses every query because one of its queries failed after its charge.
+
+    The Session's rule is that nothing fails once a query has been charged (its
+    failures are refused before the charge, on public information). If something does
+    fail afterwards anyway -- an engine or driver bug, an out-of-memory error, a missed
+    deadline -- the Session *fails closed*: the failing scope's remaining budget is
+    charged in full, the failure is recorded in the ledger, and every later query on
+    that ledger raises this error. The message names the time of the failure and the
+    scope, never the cause's text (which could depend on row values).
+
+    Attributes
+    ----------
+    failed_at:
+        The failure's time, seconds since the epoch (UTC).
+    scope:
+        The ledger scope whose query failed (``"root"`` or a partition's scope).
+    """
+
+    def __init__(self, message: str, *, failed_at: float, scope: str):
+        super().__init__(message)
+        self.failed_at = failed_at
+        self.scope = scope
 
 
 class UnsupportedEvent(DPError, TypeError):
