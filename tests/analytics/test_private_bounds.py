@@ -164,7 +164,7 @@ def test_engine_failure_after_the_charge_keeps_it(
     parquet_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
 ) -> None:
     # A failure while rows are read (out of memory, a disk error) could depend on the
-    # data, so it is handled the same on every dataset: the charge stands.
+    # data, so it fails closed: the whole budget is charged and the Session is locked.
     session = dp.Session.from_path(parquet_path, privacy_unit="user", budget=dp.PureDP(1.0))
 
     def fail(*args: object) -> None:
@@ -172,9 +172,12 @@ def test_engine_failure_after_the_charge_keeps_it(
 
     monkeypatch.setattr(session._engine, where, fail)
     query = Query().bound(max_rows=2).count().sum("income", bounds="private", search_range=(0, 1))
-    with pytest.raises(EngineError):
+    with pytest.raises(dp.SessionLocked) as caught:
         session.evaluate(query, budget=0.5)
-    assert session.spent == dp.PureDP(0.5) and len(session.history) == 1
+    assert "injected" not in str(caught.value) and caught.value.__context__ is None
+    assert session.spent == dp.PureDP(1.0) and len(session.history) == 2
+    with pytest.raises(dp.SessionLocked):
+        session.evaluate(Query().count(), budget=0.1)
 
 
 def test_explain_lists_every_aggregation_and_spends_nothing(parquet_path: Path) -> None:

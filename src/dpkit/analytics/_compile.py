@@ -20,6 +20,7 @@ from fractions import Fraction
 
 from dpkit.accounting._math.conversions import pure_to_zcdp_rho
 from dpkit.analytics._accounting import BudgetKind, Noise, calibrate_noise, selection_threshold
+from dpkit.analytics._canonical import check_key_type
 from dpkit.analytics._expr import MAX_EXPANDED_SIZE, expanded_size, validate_expression
 from dpkit.analytics._keys import canonical_key_tuples
 from dpkit.analytics._order import ORDER_KINDS, OrderSpec, order_spec
@@ -235,6 +236,12 @@ def compile_query(
             )
     if unit is not None and unit in query.group_columns:
         raise InvalidParameter(f"{owner}: cannot group by the privacy unit {unit!r}.")
+    # Group keys cross from the engine in one canonical form (dpkit.analytics._canonical):
+    # a type without one is refused here, before the charge, on the schema alone.
+    binned = {name for name, _, _ in query.bins}
+    for column in query.group_columns:
+        if column not in binned:
+            check_key_type(derived_schema[column], column, "Query.group_by")
     keys = query.keys
     if keys is not None:
         types = dict(derived_schema)

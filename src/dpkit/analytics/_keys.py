@@ -135,6 +135,23 @@ def canonical_key(value: object, type_name: str, column: str, owner: str) -> Any
         if stamp.tzinfo is not None:
             raise _refuse(value, type_name, column, owner, "a TIMESTAMP has no time zone")
         return stamp
+    if upper == "TIMESTAMP WITH TIME ZONE":
+        # An instant: the key must say which one. A naive datetime would be read in
+        # some time zone (the driver's, the session's) that the analyst does not see.
+        if not isinstance(value, dt.datetime | str):
+            raise _refuse(value, type_name, column, owner, "it is not a datetime.datetime")
+        try:
+            stamp = value if isinstance(value, dt.datetime) else dt.datetime.fromisoformat(value)
+        except ValueError:
+            raise _refuse(value, type_name, column, owner, "it is not an ISO timestamp") from None
+        if stamp.tzinfo is None or stamp.utcoffset() is None:
+            raise _refuse(
+                value, type_name, column, owner, "an instant needs a time zone (e.g. UTC)"
+            )
+        try:
+            return stamp.astimezone(dt.UTC)
+        except OverflowError:
+            raise _refuse(value, type_name, column, owner, "it is outside years 1-9999") from None
     raise _refuse(value, type_name, column, owner, "keys on this type are not supported")
 
 

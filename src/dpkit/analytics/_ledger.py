@@ -50,6 +50,11 @@ CREATE TABLE IF NOT EXISTS spends (
     amount TEXT NOT NULL,
     description TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS failures (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    scope TEXT NOT NULL,
+    created REAL NOT NULL
+);
 """
 
 
@@ -84,6 +89,8 @@ class Ledger:
     def __init__(self, path: str | Path | None) -> None:
         self.path = None if path is None else str(Path(path))
         self._lock = threading.Lock()
+        # A failure after a charge, known in this process even if writing it failed.
+        self._failure: tuple[float, str] | None = None
         try:
             self._conn = sqlite3.connect(
                 ":memory:" if self.path is None else self.path,
@@ -236,6 +243,45 @@ class Ledger:
         if budget != rule.budget_cost:
             raise InternalError(f"Ledger scope {scope!r} is kept under another budget; a bug.")
         return budget, spent
+
+    # ------------------------------------------------------------------ failing closed
+    def fail_closed(self, scope: str) -> float:
+        """Record that a query of ``scope`` failed after its charge: charge what remains
+        of ``scope``'s budget (its filter is then exhausted) and lock the whole ledger.
+        Returns the failure's time.
+
+        The lock holds in this process even if the write fails (a full disk); written,
+        it holds for every Session that opens this ledger later.
+        """
+        created = time.time()
+        if self._failure is None:
+            self._failure = (created, scope)
+        with self._transaction() as cur:
+            row = cur.execute(
+                "SELECT budget, spent FROM scopes WHERE scope = ?", (scope,)
+            ).fetchone()
+            if row is not None:
+                budget, spent = _decode(row[0]), _decode(row[1])
+                left = tuple(max(b - x, Fraction(0)) for b, x in zip(budget, spent, strict=True))
+                cur.execute("UPDATE scopes SET spent = budget WHERE scope = ?", (scope,))
+                cur.execute(
+                    "INSERT INTO spends (scope, created, amount, description) VALUES (?, ?, ?, ?)",
+                    (scope, created, _encode(left), json.dumps({"failed_after_charge": True})),
+                )
+            cur.execute("INSERT INTO failures (scope, created) VALUES (?, ?)", (scope, created))
+        return created
+
+    def failure(self) -> tuple[float, str] | None:
+        """``(time, scope)`` of the first failure after a charge on this ledger, if any."""
+        if self._failure is not None:
+            return self._failure
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT created, scope FROM failures ORDER BY id LIMIT 1"
+            ).fetchone()
+        if row is not None:
+            self._failure = (float(row[0]), str(row[1]))
+        return self._failure
 
     def open_partition(
         self,

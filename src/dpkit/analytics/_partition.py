@@ -19,6 +19,7 @@ from fractions import Fraction
 from typing import Any
 
 from dpkit.analytics._accounting import BudgetKind, _share_of
+from dpkit.analytics._canonical import check_key_type
 from dpkit.analytics._keys import canonical_keys
 from dpkit.errors import DataError, InvalidParameter
 
@@ -57,6 +58,7 @@ def plan_partition(
     if isinstance(keys, str | bytes) or not isinstance(keys, Sequence) or not keys:
         raise InvalidParameter.for_parameter("keys", owner, "a non-empty list of keys", keys)
     given = tuple(keys)
+    check_key_type(schema[column], column, owner, role="partition")
     canonical = tuple(canonical_keys(list(given), schema[column], column, owner))
     if isinstance(budgets, list | tuple):
         if len(budgets) != len(given):

@@ -63,11 +63,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from dpkit.analytics._canonical import (
+    DAYS_RANGE,
+    MICROS_RANGE,
+    crossing_type,
+    from_engine,
+    key_category,
+    to_engine,
+)
 from dpkit.analytics._order import OrderSpec, snap_sql
 from dpkit.analytics._plan import PartScope, Plan, Statistic
 from dpkit.analytics.engines._base import EngineResult
 from dpkit.analytics.engines._hash import SMALL_INDEX, HashDialect, KeyedHash, TypedPart
-from dpkit.errors import DataError
+from dpkit.errors import DataError, InvalidParameter
 
 __all__ = ["SqlEngine"]
 
@@ -126,6 +134,36 @@ class SqlEngine:
         """An orderable pair, compared first on ``first`` then on ``second``."""
         return f"row({first}, {second})"
 
+    def binary_text(self, sql: str) -> str:
+        """A string compared byte by byte, whatever collation the column, the
+        connection or the session sets (DuckDB's ``default_collation`` reaches every
+        cursor of a database)."""
+        return f'(CAST(({sql}) AS VARCHAR) COLLATE "binary")'
+
+    def canonical_key_sql(self, sql: str, type_name: str) -> str:
+        """SQL of the canonical form of a key column (:mod:`dpkit.analytics._canonical`):
+        what is grouped, compared with bound keys, hashed and returned."""
+        category = key_category(type_name)
+        if category is None:
+            raise InvalidParameter(f"A key column of type {type_name} is not supported.")
+        if category == "double":
+            x = f"CAST(({sql}) AS DOUBLE)"
+            # x + 0.0 is +0.0 for both zeros (IEEE 754 round-to-nearest); NaN is missing.
+            return f"(CASE WHEN isnan({x}) THEN NULL ELSE {x} + CAST(0.0 AS DOUBLE) END)"
+        if category == "text":
+            return self.binary_text(sql)
+        dialect = self.hash_dialect()
+        if category == "date":
+            days, (low, high) = dialect.date_days(f"({sql})"), DAYS_RANGE
+        elif category in ("timestamp", "timestamptz"):
+            kind = "TIMESTAMP WITH TIME ZONE" if category == "timestamptz" else "TIMESTAMP"
+            days, (low, high) = dialect.epoch_micros(f"({sql})", kind), MICROS_RANGE
+        else:
+            return f"({sql})"
+        # Outside Python's years 1..9999 (or infinite): missing, so that turning the
+        # integer back into a date or datetime can never fail.
+        return f"(CASE WHEN {days} BETWEEN {low} AND {high} THEN {days} END)"
+
     def hash_dialect(self) -> HashDialect:
         return HashDialect(
             hex_to_bigint=lambda s: f"CAST(('0x' || {s}) AS BIGINT)",
@@ -155,6 +193,24 @@ class SqlEngine:
             types[name] = "BIGINT"
         return types
 
+    def _key_types(self, plan: Plan) -> list[str]:
+        """The (public) types of the plan's group columns, in order."""
+        types = self._types(plan)
+        return [types[column] for column in plan.group_columns]
+
+    def _decode_key(self, row: Sequence[Any], categories: Sequence[str]) -> tuple[Any, ...]:
+        """A group key as returned by the engine (canonical SQL) -> its Python value."""
+        return tuple(from_engine(v, c) for v, c in zip(row, categories, strict=True))
+
+    def _categories(self, plan: Plan) -> list[str]:
+        categories = []
+        for type_name in self._key_types(plan):
+            category = key_category(type_name)
+            if category is None:
+                raise InvalidParameter(f"A group column of type {type_name} is not supported.")
+            categories.append(category)
+        return categories
+
     def _value_sql(self, plan: Plan, stat: Statistic) -> str:
         assert stat.expression is not None
         expression = self.expression(stat.expression, plan.derived)
@@ -180,7 +236,7 @@ class SqlEngine:
     ) -> tuple[str, list[Any]]:
         """SQL of the rows a (sub-)Session sees, with derived columns, and its parameters."""
         sql, params = f"SELECT * FROM {self.relation}", list[Any]()
-        types = self.schema() if partitions and unit is not None else {}
+        types = self.schema() if partitions else {}
         for part in partitions:
             # Each level keeps the rows of the level before it with column = key; with a
             # privacy unit, only the units whose row of smallest (H(salt, unit, column),
@@ -188,20 +244,26 @@ class SqlEngine:
             # on that unit's rows alone, so adding or removing a unit changes one part
             # only. The tie-break by value makes the rule deterministic, so the part
             # queries, run one by one, agree on every unit's part.
-            c = self.q(part.column)
+            # The part's key is compared in its canonical form (dpkit.analytics._canonical:
+            # binary strings, one zero, temporal keys as integers no time zone touches).
+            column_type = types[part.column]
+            c = self.canonical_key_sql(self.q(part.column), column_type)
+            key = to_engine(part.key, key_category(column_type) or "")
             level = f"SELECT * FROM ({sql}) AS __p WHERE {c} = ?"
-            level_params = [*params, part.key]
+            level_params = [*params, key]
             if unit is not None:
                 u = self.q(unit)
                 keyed = self._hash(part.salt)
-                linear = keyed.linear([TypedPart(u, types[unit]), TypedPart(c, types[part.column])])
+                linear = keyed.linear(
+                    [TypedPart(u, types[unit]), TypedPart(c, crossing_type(column_type))]
+                )
                 level += (
                     f" AND {u} IN (SELECT __pu FROM (SELECT {u} AS __pu, {c} AS __pc, "
                     f"{linear} AS __hl FROM ({sql}) AS __q WHERE {u} IS NOT NULL AND "
                     f"{c} IS NOT NULL) AS __r GROUP BY __pu HAVING "
                     f"min_by(__pc, {self.pair(keyed.finish('__hl'), '__pc')}) = ?)"
                 )
-                level_params += [*params, part.key]
+                level_params += [*params, key]
             sql, params = level, level_params
         for i, (name, expression) in enumerate(derived):
             rendered = self.expression(expression, derived[:i])
@@ -242,10 +304,18 @@ class SqlEngine:
         if where:
             base += " WHERE " + " AND ".join(where)
         ctes = [f"__base AS {self.cte_hint}({base})"]
+        # Public keys are bound in the engine's canonical form of their column.
+        bound = []
+        if plan.keys is not None:
+            categories = self._categories(plan)
+            bound = [
+                tuple(to_engine(v, c) for v, c in zip(key, categories, strict=True))
+                for key in plan.keys.keys
+            ]
         if plan.keys is not None and len(groups) == 1:
             # One key column: an IN list (measured faster in DuckDB than a SEMI JOIN
             # with a VALUES table on 10^7 rows; benchmarks/results/session.md).
-            params.extend(key[0] for key in plan.keys.keys)
+            params.extend(key[0] for key in bound)
             marks = ", ".join("?" for _ in plan.keys.keys)
             ctes.append(
                 f"__kept AS {self.cte_hint}(SELECT * FROM __base WHERE {groups[0]} IN ({marks}))"
@@ -255,7 +325,7 @@ class SqlEngine:
             placeholders = ", ".join(
                 "(" + ", ".join("?" for _ in key) + ")" for key in plan.keys.keys
             )
-            for key in plan.keys.keys:
+            for key in bound:
                 params.extend(key)
             names = ", ".join(f"__k{i}" for i in range(len(groups)))
             ctes.append(f"__keys({names}) AS (VALUES {placeholders})")
@@ -275,7 +345,7 @@ class SqlEngine:
         types = self._types(plan)
         parts = [TypedPart("__u", types[plan.unit])]
         parts += [
-            TypedPart(g, types[column])
+            TypedPart(g, crossing_type(types[column]))
             for g, column in zip(groups, plan.group_columns, strict=True)
         ]
         return parts
@@ -384,9 +454,11 @@ class SqlEngine:
         """Per group key: grid index -> count (sparse), for ``spec`` (raises EngineError)."""
         sql, params = self.histogram_sql(plan, spec)
         width = len(plan.group_columns)
+        categories = self._categories(plan)
         out: dict[tuple[Any, ...], dict[int, int]] = {}
         for row in self._execute(sql, params):
-            out.setdefault(tuple(row[:width]), {})[int(row[width])] = int(row[width + 1])
+            key = self._decode_key(row[:width], categories)
+            out.setdefault(key, {})[int(row[width])] = int(row[width + 1])
         return out
 
     def _group_sql(self, plan: Plan, column: str) -> str:
@@ -398,7 +470,7 @@ class SqlEngine:
                 )
                 last = len(edges) - 2
                 return f"(CASE WHEN {x} IS NULL OR isnan({x}) THEN NULL {cases} ELSE {last} END)"
-        return self.q(column)
+        return self.canonical_key_sql(self.q(column), self.schema(plan.derived)[column])
 
     def _aggregates(self, plan: Plan) -> list[str]:
         out = []
@@ -580,10 +652,11 @@ class SqlEngine:
 
     def aggregate(self, plan: Plan) -> EngineResult:
         sql, params = self.compile(plan)
+        categories = self._categories(plan)
         rows = self._execute(sql, params)
         width = len(plan.group_columns)
         result: EngineResult = {}
         for row in rows:
-            key = tuple(row[:width])
+            key = self._decode_key(row[:width], categories)
             result[key] = [0 if v is None else int(v) for v in row[width:]]
         return result

@@ -39,6 +39,7 @@ class DuckDBEngine(SqlEngine):
         self._connection = connection
         self._relation = relation
         self._lock = threading.Lock()
+        self._running: set[Any] = set()  # cursors of statements now running
         self._schema_cache: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
 
     @property
@@ -47,7 +48,16 @@ class DuckDBEngine(SqlEngine):
 
     def _cursor(self) -> Any:
         with self._lock:
-            return self._connection.cursor()
+            cursor = self._connection.cursor()
+            self._running.add(cursor)
+            return cursor
+
+    def interrupt(self) -> None:
+        """Interrupt every statement this engine is running (a missed deadline)."""
+        with self._lock:
+            running = list(self._running)
+        for cursor in running:
+            cursor.interrupt()
 
     def _execute(
         self, sql: str, params: Sequence[Any] = (), *, reads_rows: bool = True
@@ -75,6 +85,8 @@ class DuckDBEngine(SqlEngine):
                 "is not shown because it may quote row values; nothing was released."
             ) from None
         finally:
+            with self._lock:
+                self._running.discard(cursor)
             cursor.close()
 
     def _bind(self, sql: str, params: Sequence[Any]) -> None:
