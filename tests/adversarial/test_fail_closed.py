@@ -13,6 +13,7 @@ DuckDB and on Spark.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import time
 import warnings
@@ -306,3 +307,77 @@ def test_a_bad_deadline_spends_nothing(deadline: object) -> None:
 def test_a_ledger_without_failures_is_not_locked(tmp_path: Path) -> None:
     ledger = Ledger(tmp_path / "l.db")
     assert ledger.failure() is None
+
+
+# --------------------------------------------------------------------------- the ledger file
+def _spent_ledger(path: Path) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        session = dp.Session.from_pandas(staff(), budget=dp.PureDP(1.0), ledger=path, rng=1)
+    for _ in range(3):
+        session.evaluate(Query().count(), budget=dp.PureDP(0.25))
+    session._ledger.close()
+
+
+def _reopen(path: Path) -> dp.Session:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return dp.Session.from_pandas(staff(), budget=dp.PureDP(1.0), ledger=path, rng=2)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        # The attacker deletes the last spend and fixes the scope's total.
+        "DELETE FROM spends WHERE id = (SELECT max(id) FROM spends)",
+        # ... or lowers one spend's amount in place.
+        "UPDATE spends SET amount = '[\"1/1000\"]' WHERE id = 2",
+        # ... or deletes a spend in the middle of the history.
+        "DELETE FROM spends WHERE id = 2",
+        # ... or lowers the total alone.
+        "UPDATE scopes SET spent = '[\"1/4\"]' WHERE scope = 'root'",
+        # ... or erases the failure lock's spend but keeps the chain of the others.
+        "UPDATE spends SET description = '{}' WHERE id = 1",
+    ],
+)
+def test_an_edited_spend_history_is_refused(tmp_path: Path, edit: str) -> None:
+    path = tmp_path / "ledger.db"
+    _spent_ledger(path)
+    with sqlite3.connect(path) as raw:
+        raw.execute(edit)
+        if edit.startswith("DELETE"):
+            raw.execute("UPDATE scopes SET spent = '[\"1/2\"]' WHERE scope = 'root'")
+    with pytest.raises(dp.DataError, match="has been edited"):
+        _reopen(path)
+
+
+def test_an_untouched_ledger_reopens_with_its_spends(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    _spent_ledger(path)
+    assert _reopen(path).spent == dp.PureDP(0.75)
+
+
+def test_a_running_spark_job_is_cancelled_at_the_deadline(spark: Any) -> None:
+    # A real long Spark job (a cross join), cancelled through the engine's job group.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        session = dp.Session.from_spark(
+            spark.createDataFrame(staff()), budget=dp.PureDP(1.0), rng=1, source="staff"
+        )
+    engine = session._engine
+    started = time.monotonic()
+    done: list[float] = []
+
+    def heavy(*args: Any) -> Any:
+        with contextlib.suppress(dp.EngineError):  # cancelled
+            engine._execute("SELECT count(*) FROM range(1000000) a, range(1000000) b")
+        done.append(time.monotonic() - started)
+        return {}
+
+    engine.aggregate = heavy  # type: ignore[method-assign]
+    with pytest.raises(dp.SessionLocked):
+        session.evaluate(Query().count(), budget=dp.PureDP(1e-9), deadline=2.0)
+    wait_until = time.monotonic() + 60.0
+    while not done and time.monotonic() < wait_until:
+        time.sleep(0.1)
+    assert done, "the cancelled Spark job never stopped"

@@ -16,9 +16,13 @@ from scipy.stats import binom
 import dpkit as dp
 from dpkit.analytics._describe_scales import _Scale
 from dpkit.analytics.describe import (
+    RESERVED_NAME_REASON,
     column_kind,
     consistent_order_statistics,
+    count_name,
+    derive,
     describe,
+    fresh_name,
     plan_describe,
 )
 from dpkit.report import (
@@ -727,3 +731,69 @@ def test_weights_under_pure_dp_scale_laplace_intervals_linearly() -> None:
         assert session.remaining.epsilon == pytest.approx(0.0, abs=1e-12)  # type: ignore[attr-defined]
     # Shares 1/3 then 4/6: twice the epsilon, half the Laplace interval.
     assert widths[1] / widths[0] == pytest.approx(0.5, rel=0.01)
+
+
+# ------------------------------------------------------------------ column names
+# Issue 27, section 4: describe's derived columns and count names never collide with the
+# table's columns, and a column no query can name is skipped by the plan (public schema).
+
+
+@pytest.mark.parametrize(
+    ("stem", "taken", "expected"),
+    [
+        ("d__epoch", ["d", "x"], "d__epoch"),
+        ("d__epoch", ["d", "d__epoch"], "d__epoch_2"),
+        ("d__epoch", ["d", "D__EPOCH", "d__epoch_2"], "d__epoch_3"),
+        ("é__flag", ["É__FLAG"], "é__flag_2"),
+    ],
+    ids=["free", "taken", "case", "unicode-case"],
+)
+def test_fresh_name_avoids_the_schema_ignoring_case(
+    stem: str, taken: list[str], expected: str
+) -> None:
+    assert fresh_name(stem, taken) == expected
+
+
+def test_derive_avoids_the_schema_and_the_query_own_derived_columns() -> None:
+    first, name = derive(dp.Query(), ["x", "x__outside"], "x__outside", "x > 1")
+    assert name == "x__outside_2"
+    second, again = derive(first, ["x", "x__outside"], "x__outside", "x > 2")
+    assert again == "x__outside_3"
+    assert [n for n, _ in second.derived] == [name, again]
+
+
+@pytest.mark.parametrize(
+    ("group", "expected"),
+    [("city", "count"), ("count", "count_"), ("COUNT_SE", "count_"), ("count_high", "count_")],
+)
+def test_count_name_never_overwrites_the_group_keys(group: str, expected: str) -> None:
+    name = count_name(group)
+    assert name == expected
+    assert group.casefold() not in {f"{name}{s}" for s in ("", "_se", "_low", "_high")}
+
+
+def test_columns_no_query_can_name_are_skipped_by_the_plan() -> None:
+    frame = pd.DataFrame({"a": np.arange(300.0), "__u": np.arange(300.0), "__x": ["p"] * 300})
+    session = dp.Session.from_pandas(frame, budget=dp.ApproxDP(1.0, 1e-6), rng=1)
+    plan = plan_describe(session)
+    assert plan.columns == (("a", "numeric"),)
+    assert dict(plan.skipped) == {"__u": RESERVED_NAME_REASON, "__x": RESERVED_NAME_REASON}
+    assert plan_describe(session, columns=["__u"]).columns == ()
+    with pytest.raises(dp.InvalidParameter, match=r"'__u'.*reserved"):
+        plan_describe(session, weights={"__u": 2.0})
+    assert list(session.history) == []
+    summary = describe(session)
+    assert [c.name for c in summary.columns] == ["a"]
+    assert "__u: skipped (its name is empty or starts with '__'" in " ".join(summary.notes)
+
+
+def test_a_date_column_beside_its_epoch_name_is_summarised_as_a_date() -> None:
+    rng = np.random.default_rng(4)
+    days = pd.Timestamp("2024-01-01") + pd.to_timedelta(rng.integers(0, 300, 20_000), "D")
+    frame = pd.DataFrame({"day": days, "DAY__EPOCH": rng.normal(0.0, 1.0, 20_000)})
+    session = dp.Session.from_pandas(frame, budget=dp.ApproxDP(4.0, 1e-6), rng=1)
+    summary = describe(session)
+    day = next(c for c in summary.columns if c.name == "day")
+    median = _by_name(day)["p50"].estimate
+    # Seconds since the epoch within 2024, not a standard normal value.
+    assert 1.70e9 < median < 1.74e9

@@ -21,7 +21,12 @@ from fractions import Fraction
 from dpkit.accounting._math.conversions import pure_to_zcdp_rho
 from dpkit.analytics._accounting import BudgetKind, Noise, calibrate_noise, selection_threshold
 from dpkit.analytics._canonical import check_key_type
-from dpkit.analytics._expr import MAX_EXPANDED_SIZE, expanded_size, validate_expression
+from dpkit.analytics._expr import (
+    MAX_EXPANDED_SIZE,
+    check_query_cost,
+    expanded_size,
+    validate_expression,
+)
 from dpkit.analytics._keys import canonical_key_tuples
 from dpkit.analytics._order import ORDER_KINDS, OrderSpec, order_spec
 from dpkit.analytics._plan import PartScope, Plan, Statistic
@@ -185,6 +190,26 @@ def _canonical_keyset(keys: KeySet, types: Mapping[str, str]) -> KeySet:
     return KeySet(keys.columns, tuple(canonical))
 
 
+def _check_output_names(query: Query) -> None:
+    """Refuse a result column name that is also a group column's: the result table
+    holds both, and one would silently overwrite the other (public names only)."""
+    groups = {c.casefold(): c for c in query.group_columns}
+    for agg in query.aggregations:
+        names = [agg.name, *(f"{agg.name}_{suffix}" for suffix in ("se", "low", "high"))]
+        if agg.kind == "quantile":
+            names += [f"{agg.name}_{q:g}{suffix}" for q in agg.qs for suffix in ("", "_se")]
+            names += [f"{agg.name}_{q:g}_{end}" for q in agg.qs for end in ("low", "high")]
+        if agg.private is not None:
+            names += [f"{agg.name}_clamp_low", f"{agg.name}_clamp_high"]
+        for name in names:
+            if name.casefold() in groups:
+                raise InvalidParameter(
+                    f"Session.evaluate: the result column {name!r} of aggregation "
+                    f"{agg.name!r} has the name of the group column {groups[name.casefold()]!r}; "
+                    "give the aggregation another name (name=...)."
+                )
+
+
 def salt_from(random_bytes: bytes) -> int:
     return int.from_bytes(hashlib.sha256(random_bytes).digest()[:7], "big")
 
@@ -217,7 +242,8 @@ def compile_query(
     derived = []
     sizes: dict[str, int] = {}
     for name, expression in query.derived:
-        if name in known:
+        # Engines resolve names without regard to case: "X" would read the table's "x".
+        if name.casefold() in {k.casefold() for k in known}:
             raise InvalidParameter(f"{owner}: derived column {name!r} already exists.")
         derived.append((name, validate_expression(expression, known, "Query.with_column")))
         sizes[name] = _bounded_size(expression, sizes, "Query.with_column")
@@ -225,6 +251,10 @@ def compile_query(
     filters = tuple(validate_expression(f, known, "Query.filter") for f in query.filters)
     for expression in query.filters:
         _bounded_size(expression, sizes, "Query.filter")
+    # Per-row cost over the whole query (issue 27, section 3): literal characters,
+    # concatenation width and regex matches, each derived column counted where it is
+    # used; refused from the text alone, before anything is charged.
+    check_query_cost(query.derived, query.filters, owner)
     derived_schema = schema_of(tuple(derived)) if derived else schema
     for name, column, _ in query.bins:
         _check_column(column, derived_schema, "Query.group_by_bins", numeric=True)
@@ -236,6 +266,7 @@ def compile_query(
             )
     if unit is not None and unit in query.group_columns:
         raise InvalidParameter(f"{owner}: cannot group by the privacy unit {unit!r}.")
+    _check_output_names(query)
     # Group keys cross from the engine in one canonical form (dpkit.analytics._canonical):
     # a type without one is refused here, before the charge, on the schema alone.
     binned = {name for name, _, _ in query.bins}

@@ -18,6 +18,7 @@ Session gets its own scope (``"root/part:<column>=<key>"``) with its own budget.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import threading
@@ -48,7 +49,8 @@ CREATE TABLE IF NOT EXISTS spends (
     scope TEXT NOT NULL,
     created REAL NOT NULL,
     amount TEXT NOT NULL,
-    description TEXT NOT NULL
+    description TEXT NOT NULL,
+    chain TEXT
 );
 CREATE TABLE IF NOT EXISTS failures (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -56,6 +58,16 @@ CREATE TABLE IF NOT EXISTS failures (
     created REAL NOT NULL
 );
 """
+
+
+_GENESIS = "dpkit ledger v1"
+
+
+def _link(previous: str, row: Sequence[Any]) -> str:
+    """The chain hash of a spend row ``(id, scope, created, amount, description)``
+    after the row whose chain hash is ``previous``."""
+    text = json.dumps([previous, int(row[0]), str(row[1]), repr(float(row[2])), row[3], row[4]])
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _encode(amount: Amount) -> str:
@@ -102,8 +114,60 @@ class Ledger:
             if self.path is not None:
                 self._use_wal()
             self._conn.executescript(_SCHEMA)
+            self._check_history()
         except sqlite3.Error as err:
             raise DataError(f"Cannot open the ledger file {self.path!r}: {err}.") from err
+
+    def _check_history(self) -> None:
+        """Refuse a ledger whose spend history was edited or truncated in place.
+
+        Every spend row carries a SHA-256 hash chained to the row before it, and every
+        scope's stored total (its filter state: a sum) must equal the sum of its rows.
+        An edited, deleted or reordered row breaks one or the other. (A whole older copy
+        of the file is consistent, and so is a history truncated by someone who also
+        rewrites SQLite's sequence table and the totals: file-system write access is
+        outside the threat model, docs/analytics.md.) Ledgers written before the chain
+        existed get it now.
+        """
+        with self._transaction() as cur:
+            columns = [row[1] for row in cur.execute("PRAGMA table_info(spends)")]
+            if "chain" not in columns:
+                cur.execute("ALTER TABLE spends ADD COLUMN chain TEXT")
+            rows = cur.execute(
+                "SELECT id, scope, created, amount, description, chain FROM spends ORDER BY id"
+            ).fetchall()
+            previous, sums = _GENESIS, dict[str, Amount]()
+            legacy = all(row[5] is None for row in rows)
+            for row in rows:
+                link = _link(previous, row)
+                if legacy:
+                    cur.execute("UPDATE spends SET chain = ? WHERE id = ?", (link, row[0]))
+                elif row[5] != link:
+                    raise self._tampered()
+                amount = _decode(row[3])
+                old = sums.get(row[1], (Fraction(0),) * len(amount))
+                sums[row[1]] = tuple(a + b for a, b in zip(old, amount, strict=True))
+                previous = link
+            # Ids are 1, 2, ... with no gap, up to the largest id SQLite ever handed out
+            # (AUTOINCREMENT keeps it in sqlite_sequence): a deleted row, even the last,
+            # shows.
+            issued = cur.execute("SELECT seq FROM sqlite_sequence WHERE name = 'spends'").fetchone()
+            ids = [int(row[0]) for row in rows]
+            if ids != list(range(1, len(ids) + 1)) or (
+                issued is not None and int(issued[0]) != len(ids)
+            ):
+                raise self._tampered()
+            for scope, spent in cur.execute("SELECT scope, spent FROM scopes"):
+                total = _decode(spent)
+                if sums.get(scope, (Fraction(0),) * len(total)) != total:
+                    raise self._tampered()
+
+    def _tampered(self) -> DataError:
+        return DataError(
+            f"The ledger {self.path!r} has been edited: its spend history does not chain, "
+            "or a scope's total differs from the sum of its spends. A ledger is append-only "
+            "and written by dpkit alone; restore it from a trusted copy."
+        )
 
     def _use_wal(self) -> None:
         # Switching to WAL takes an exclusive lock, and SQLite does not call the busy
@@ -227,12 +291,24 @@ class Ledger:
         total = rule.after(spent, amount)
         created = time.time()
         cur.execute("UPDATE scopes SET spent = ? WHERE scope = ?", (_encode(total), scope))
+        record_id = self._append(cur, scope, created, _encode(amount), description)
+        return SpendRecord(record_id, scope, created, amount, description)
+
+    @staticmethod
+    def _append(cur: sqlite3.Cursor, scope: str, created: float, amount: str, text: str) -> int:
+        """Inside a transaction: insert one spend row with its chain hash."""
+        last = cur.execute("SELECT chain FROM spends ORDER BY id DESC LIMIT 1").fetchone()
         cur.execute(
             "INSERT INTO spends (scope, created, amount, description) VALUES (?, ?, ?, ?)",
-            (scope, created, _encode(amount), description),
+            (scope, created, amount, text),
         )
-        assert cur.lastrowid is not None
-        return SpendRecord(cur.lastrowid, scope, created, amount, description)
+        record_id = cur.lastrowid
+        assert record_id is not None
+        link = _link(
+            _GENESIS if last is None else str(last[0]), (record_id, scope, created, amount, text)
+        )
+        cur.execute("UPDATE spends SET chain = ? WHERE id = ?", (link, record_id))
+        return record_id
 
     @staticmethod
     def _state(cur: sqlite3.Cursor, scope: str, rule: PrivacyFilter[Any]) -> tuple[Amount, Amount]:
@@ -264,10 +340,8 @@ class Ledger:
                 budget, spent = _decode(row[0]), _decode(row[1])
                 left = tuple(max(b - x, Fraction(0)) for b, x in zip(budget, spent, strict=True))
                 cur.execute("UPDATE scopes SET spent = budget WHERE scope = ?", (scope,))
-                cur.execute(
-                    "INSERT INTO spends (scope, created, amount, description) VALUES (?, ?, ?, ?)",
-                    (scope, created, _encode(left), json.dumps({"failed_after_charge": True})),
-                )
+                text = json.dumps({"failed_after_charge": True})
+                self._append(cur, scope, created, _encode(left), text)
             cur.execute("INSERT INTO failures (scope, created) VALUES (?, ?)", (scope, created))
         return created
 

@@ -26,10 +26,11 @@ split is public and the Session's filter accounts for it):
   the clamped mean (15%); and a histogram between the released 5th and 95th
   percentiles with under- and overflow bins (20%; calendar bins for dates);
 * **boolean columns** -- one share: the count of values and the share of true;
-The privacy unit column itself is never summarised. Every number in the summary is
-either a release or post-processing of releases, so the whole summary satisfies the
-Session's budget (its filter refuses any query that would overspend; a query that
-fails spends nothing).
+The privacy unit column itself is never summarised, nor a column whose name starts
+with ``__`` (reserved for dpkit's internal columns; the plan skips it with a note).
+Every number in the summary is either a release or post-processing of releases, so
+the whole summary satisfies the Session's budget (its filter refuses any query that
+would overspend; a query that fails spends nothing).
 
 Why this module is long (~930 lines, past the ~400 the design asks): the plan and the
 per-kind summary queries share their budget-split constants; the value scales (grids,
@@ -41,7 +42,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime
 from fractions import Fraction
@@ -62,6 +63,7 @@ from dpkit.analytics._describe_scales import (
 )
 from dpkit.analytics.engines import NUMBER_TYPES
 from dpkit.analytics.query import Query
+from dpkit.analytics.query import _check_name as check_column_name
 from dpkit.analytics.session import Session
 from dpkit.errors import BudgetExceeded, DataError, InvalidParameter
 from dpkit.report.model import (
@@ -147,6 +149,58 @@ def column_kind(sql_type: str) -> ColumnKind | None:
     if upper.startswith(_CATEGORICAL_TYPES):
         return "categorical"
     return None
+
+
+#: Why a column whose name starts with "__" (or is empty) is skipped.
+RESERVED_NAME_REASON = (
+    "its name is empty or starts with '__', which is reserved for dpkit's internal "
+    "columns and which no query can name; rename the column to summarise it"
+)
+
+
+def _nameable(name: str) -> bool:
+    """Whether a query can name the column (the Query builder's own rule, applied to
+    the public schema when the plan is made -- not when the query is built, after
+    other queries have spent)."""
+    try:
+        check_column_name(name, "describe")
+    except InvalidParameter:
+        return False
+    return True
+
+
+def fresh_name(stem: str, taken: Iterable[str]) -> str:
+    """``stem``, or else ``stem_2``, ``stem_3``, ...: the first name equal to none of
+    ``taken``, even ignoring case (DuckDB and Spark resolve names case-insensitively).
+
+    describe's derived columns (``<date>__epoch``, ``<bool>__flag``, ...) are named with
+    it: a table column of the same name must neither make a query fail after others
+    spent nor be read in the derived column's place. The choice depends on the public
+    schema only, so ``--dry-run`` (:func:`dpkit.cli._dryrun.describe_plan`) makes it
+    the same way.
+    """
+    folded = {t.casefold() for t in taken} | {t.lower() for t in taken}
+    name, suffix = stem, 1
+    while name.casefold() in folded or name.lower() in folded:
+        suffix += 1
+        name = f"{stem}_{suffix}"
+    return name
+
+
+def derive(query: Query, schema: Iterable[str], stem: str, expression: str) -> tuple[Query, str]:
+    """``query`` with a derived column computed by ``expression``, under a fresh name
+    (:func:`fresh_name` against the table's columns and the query's derived ones)."""
+    name = fresh_name(stem, [*schema, *(n for n, _ in query.derived)])
+    return query.with_column(name, expression), name
+
+
+def count_name(group: str) -> str:
+    """The name of a count grouped by column ``group``: its outputs (``count``,
+    ``count_se``, ``count_low``, ``count_high``) must not overwrite the group's keys."""
+    name = "count"
+    while group.casefold() in {f"{name}{s}".casefold() for s in ("", "_se", "_low", "_high")}:
+        name = f"{name}_"
+    return name
 
 
 @dataclass(frozen=True)
@@ -235,7 +289,9 @@ def plan_describe(
         if name == unit:
             continue
         kind = column_kind(schema[name])
-        if kind is None:
+        if not _nameable(name):
+            skipped.append((name, RESERVED_NAME_REASON))
+        elif kind is None:
             skipped.append((name, f"type {schema[name]} is not summarised"))
         elif (
             kind == "categorical"
@@ -567,6 +623,9 @@ class _Runner:
             query = query.bound(max_groups=MAX_GROUPS_PER_PERSON)
         return query
 
+    def _derive(self, query: Query, stem: str, expression: str) -> tuple[Query, str]:
+        return derive(query, self._session.columns, stem, expression)
+
     def _evaluate(self, query: Query, budget: Guarantee) -> Any:
         result = self._session.evaluate(query, budget=budget, confidence=self._confidence)
         self.secure = self.secure and all(r.secure for r in result.releases)
@@ -624,19 +683,20 @@ class _Runner:
         if sql_type.upper().startswith("BOOLEAN"):
             return self.boolean(name, sql_type)
         budget = self._shares.take(self._shares.of(name), name, "key selection + count")
-        query = self._grouped(self._query().group_by(name, keys="private").count())
+        c = count_name(name)
+        query = self._grouped(self._query().group_by(name, keys="private").count(name=c))
         result = self._evaluate(query, budget)
         columns = result.columns
-        order = np.argsort(-np.asarray(columns["count"], dtype=np.float64), kind="stable")
+        order = np.argsort(-np.asarray(columns[c], dtype=np.float64), kind="stable")
         counts = []
         for i in order[:top]:
             counts.append(
                 CategoryCount(
                     category=str(columns[name][i]),
-                    estimate=float(columns["count"][i]),
-                    std_error=_finite_or_none(columns["count_se"][i]),
-                    ci_low=_finite_or_none(columns["count_low"][i]),
-                    ci_high=_finite_or_none(columns["count_high"][i]),
+                    estimate=float(columns[c][i]),
+                    std_error=_finite_or_none(columns[f"{c}_se"][i]),
+                    ci_low=_finite_or_none(columns[f"{c}_low"][i]),
+                    ci_high=_finite_or_none(columns[f"{c}_high"][i]),
                     confidence=self._confidence,
                 )
             )
@@ -651,11 +711,11 @@ class _Runner:
     def boolean(self, name: str, sql_type: str) -> ColumnSummary:
         """A BOOLEAN column: the count of values and the share of true (public keys)."""
         budget = self._shares.take(self._shares.of(name), name, "count, share true")
-        flag = f"{name}__flag"
+        flagged, flag = self._derive(
+            self._query(), f"{name}__flag", f"CAST({_quote(name)} AS INTEGER)"
+        )
         query = (
-            self._query()
-            .with_column(flag, f"CAST({_quote(name)} AS INTEGER)")
-            .filter(f"{_quote(flag)} IS NOT NULL")
+            flagged.filter(f"{_quote(flag)} IS NOT NULL")
             .count(name="count")
             .mean(flag, bounds=(0.0, 1.0), name="share")
         )
@@ -690,8 +750,7 @@ class _Runner:
         column = name
         if scale.date:
             # Points in time as seconds since the Unix epoch (a public, per-row map).
-            column = f"{name}__epoch"
-            base = base.with_column(column, f"epoch({_quote(name)})")
+            base, column = self._derive(base, f"{name}__epoch", f"epoch({_quote(name)})")
         share = self._shares.of(name)
         notes: list[str] = list(scale.notes())
 
@@ -740,12 +799,12 @@ class _Runner:
     def _fractional(self, column: str, base: Query, budget: Guarantee) -> Statistic:
         """A noisy count of the column's values that are not integers (a sum of 0/1)."""
         x = _quote(column)
-        flag = f"{column}__fractional"
-        query = (
-            base.filter(f"{x} IS NOT NULL")
-            .with_column(flag, f"CASE WHEN {x} = round({x}) THEN 0 ELSE 1 END")
-            .sum(flag, bounds=(0.0, 1.0), name="fractional")
+        flagged, flag = self._derive(
+            base.filter(f"{x} IS NOT NULL"),
+            f"{column}__fractional",
+            f"CASE WHEN {x} = round({x}) THEN 0 ELSE 1 END",
         )
+        query = flagged.sum(flag, bounds=(0.0, 1.0), name="fractional")
         result = self._evaluate(query, budget)
         return _statistic(
             result,
@@ -786,12 +845,14 @@ class _Runner:
         ``bounds`` (an indicator's sum, :data:`OUTSIDE_WEIGHT` of this query's budget),
         whose upper confidence limit over the count's lower one is stated."""
         x = _quote(column)
-        outside = f"{column}__outside"
         low, high = (repr(float(b)) for b in bounds)
+        flagged, outside = self._derive(
+            base.filter(f"{x} IS NOT NULL"),
+            f"{column}__outside",
+            f"CASE WHEN {x} < {low} OR {x} > {high} THEN 1 ELSE 0 END",
+        )
         query = (
-            base.filter(f"{x} IS NOT NULL")
-            .with_column(outside, f"CASE WHEN {x} < {low} OR {x} > {high} THEN 1 ELSE 0 END")
-            .count(name="count")
+            flagged.count(name="count")
             .mean(column, bounds=bounds, name="mean")
             .sum(outside, bounds=(0.0, 1.0), name="outside", weight=OUTSIDE_WEIGHT)
         )
@@ -836,9 +897,10 @@ class _Runner:
         if not is_integer_type(sql_type):
             # Integer values only: a value between integers (the integer check bounds
             # how many) is in no bin, rather than in the bin of the integer below it.
-            counted = f"{column}__integer"
             x = _quote(column)
-            values = base.with_column(counted, f"CASE WHEN {x} = round({x}) THEN {x} ELSE NULL END")
+            values, counted = self._derive(
+                base, f"{column}__integer", f"CASE WHEN {x} = round({x}) THEN {x} ELSE NULL END"
+            )
         budget = self._shares.take(share * FEW_COUNTS_SHARE, f"{name}: counts per value", "counts")
         histogram = self._histogram(counted, values, edges, budget, "", integer=True)
         notes.append(

@@ -95,6 +95,7 @@ def _integer_type(session: Session, name: str) -> bool:
 
 def describe_plan(session: Session, plan: DescribePlan, confidence: float = 0.95) -> list[PlanLine]:
     """The plan's groups of queries with their budgets and expected accuracy."""
+    from dpkit.analytics.describe import count_name, derive
     from dpkit.analytics.query import Query
 
     total = session.remaining
@@ -125,7 +126,7 @@ def describe_plan(session: Session, plan: DescribePlan, confidence: float = 0.95
         quoted = '"' + name.replace('"', '""') + '"'
         notes: list[str] = []
         if kind == "categorical":
-            query = base.group_by(name, keys="private").count()
+            query = base.group_by(name, keys="private").count(name=count_name(name))
             if isinstance(groups, int):
                 query = query.bound(max_groups=groups)
             found = explain(query, share)
@@ -144,8 +145,7 @@ def describe_plan(session: Session, plan: DescribePlan, confidence: float = 0.95
                 notes.extend(f"values ±{s.half_width:,.4g}" for s in found.statistics)
             column, query = name, base
             if kind == "date":
-                column = f"{name}__epoch"
-                query = query.with_column(column, f"epoch({quoted})")
+                query, column = derive(query, session.columns, f"{name}__epoch", f"epoch({quoted})")
             levels = split["PERCENTILES"] or (0.5,)
             grid = split["GRID_SIZE"] or 10_001
             order = query.quantile(column, tuple(levels), bounds=(0.0, 1.0), grid_size=grid)

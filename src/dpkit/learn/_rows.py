@@ -67,6 +67,19 @@ def real_target(y: npt.NDArray[Any], owner: str) -> tuple[FloatArray, npt.NDArra
     return values, np.isfinite(values)
 
 
+def regression_rows(X: Any, y: Any, owner: str) -> tuple[FloatArray, FloatArray]:
+    """The rows a regressor uses: a finite feature row and a finite real target.
+
+    The others are dropped (per row, never refused); only the schema raises. One
+    helper for ``LinearRegression.fit`` and ``dp.tune``'s validation rows, so a row
+    ``fit`` would not train on is never scored either.
+    """
+    features = training_features(X, owner)
+    target, finite_target = real_target(training_target(y, features.shape[0], owner), owner)
+    keep = finite_target & finite_rows(features)
+    return features[keep], target[keep]
+
+
 def model_random(rng: RandomLike | None, owner: str) -> Random:
     """The model's random source; NumPy generators are refused.
 

@@ -226,6 +226,10 @@ def tune(
     random = as_random(rng)
     validation = _validation_mask(features.shape[0], fraction, random)
     train = ~validation
+    # The number of (kept) validation rows is data-dependent, so it is never used as
+    # is: the selection compares un-normalised sums of sensitivity 1 (the score's
+    # calibration needs no n), and only the released score is divided, by this noisy
+    # count (sensitivity 1, charged as count_event): post-processing of both releases.
     noisy_size = float(noise.laplace(float(validation.sum()), scale=1 / count_epsilon, rng=random))
     score_rows = _score_function(estimator, features[validation], labels[validation])
 
@@ -299,15 +303,34 @@ def _settings(space: object, owner: str) -> list[dict[str, Any]]:
 
 
 def _data(estimator: Any, X: Any, y: Any, owner: str) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
-    """The schema is checked; rows with non-finite features are dropped, never refused
-    (the models drop rows with labels or targets out of their domain the same way)."""
-    from dpkit.learn._rows import finite_rows, training_features, training_target
+    """The schema is checked; unusable rows are dropped, never refused, before the split.
+
+    Rows with a non-finite feature go for every model; for a regressor, rows with a
+    non-finite target too -- the very rows its ``fit`` drops (one helper,
+    :func:`dpkit.learn._rows.regression_rows`). Otherwise a NaN target in a validation
+    row would reach the score, and the Laplace noise on a NaN score fails the draw: a
+    failure only the table with that row can produce. Dropping a row is a per-row
+    transformation (a neighbour's kept rows differ by at most that row), so the split,
+    the validation count and the score keep their sensitivity 1. Classifiers keep
+    labels outside their classes: such a row scores 0 (never equal to a prediction),
+    within the same sensitivity, and their ``fit`` drops it from training.
+    """
+    from sklearn.base import is_classifier
+
+    from dpkit.learn._rows import (
+        finite_rows,
+        regression_rows,
+        training_features,
+        training_target,
+    )
 
     for name in ("privacy_event", "fit", "set_params", "get_params"):
         if not hasattr(estimator, name):
             raise InvalidParameter.for_parameter(
                 "estimator", owner, "a dpkit.learn model (with privacy_event)", estimator
             )
+    if not is_classifier(estimator):
+        return regression_rows(X, y, owner)
     features = training_features(X, owner)
     labels = training_target(y, features.shape[0], owner)
     keep = finite_rows(features)
@@ -389,6 +412,7 @@ def _score_function(estimator: Any, X: npt.NDArray[Any], y: npt.NDArray[Any]) ->
             "public bounds_y."
         )
     low, high = (float(v) for v in bounds)
+    # y is finite here (_data dropped the other rows), so each row's term is in [0, 1].
     target = np.clip(np.asarray(y, dtype=np.float64), low, high)
 
     def negative_error(model: Any) -> float:
