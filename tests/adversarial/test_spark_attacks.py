@@ -24,7 +24,7 @@ import pytest
 
 import dpkit as dp
 from dpkit.analytics import Query
-from dpkit.errors import EngineError, InvalidParameter
+from dpkit.errors import DataError, EngineError, InvalidParameter
 
 TINY = dp.PureDP(1e-6)
 
@@ -492,14 +492,11 @@ def test_missing_java_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
         spark_engine.spark_session("test")
 
 
-def test_a_spark_job_failure_raises_engine_error_and_spends_alike_on_neighbours(
-    spark: Any,
-) -> None:
-    # A real Spark job failure while rows are read: the DataFrame handed to the Session
-    # computes a column with a Python function that fails on one row (as an executor
-    # lost or a corrupt file would fail the job). The query is charged before it runs,
-    # so the table where the job fails and its neighbour without that row spend alike,
-    # and the error names the failure's class only.
+def test_a_udf_that_fails_on_one_row_fails_at_creation_and_spends_nothing(spark: Any) -> None:
+    # The DataFrame handed to the Session computes a column with a Python function that
+    # fails on one row. Its expressions are evaluated once, when the Session is created
+    # (the engine materialises the frame), so the failure is a DataError there, before
+    # any ledger exists, naming the error's class only; no query can probe it later.
     from pyspark.sql import functions, types
 
     def fail_on_alice(salary):  # type: ignore[no-untyped-def]  # PySpark reads hints
@@ -508,18 +505,24 @@ def test_a_spark_job_failure_raises_engine_error_and_spends_alike_on_neighbours(
         return salary
 
     fragile = functions.udf(fail_on_alice, types.DoubleType())
+    frame = spark.createDataFrame(staff(52_000.0)).withColumn("salary", fragile("salary"))
+    with pytest.raises(DataError) as caught:
+        dp.Session.from_spark(frame, budget=dp.PureDP(1.0))
+    assert "52000" not in str(caught.value) and "alice" not in str(caught.value)
+    assert caught.value.__cause__ is None
+    neighbour = spark.createDataFrame(staff(None)).withColumn("salary", fragile("salary"))
+    session = dp.Session.from_spark(neighbour, budget=dp.PureDP(1.0))
+    session.evaluate(Query().sum("salary", bounds=(0.0, 1e5)), budget=TINY)
+    assert session.spent == TINY
 
-    outcomes, spent = [], []
-    for salary in (52_000.0, None):
-        frame = spark.createDataFrame(staff(salary)).withColumn("salary", fragile("salary"))
-        session = dp.Session.from_spark(frame, budget=dp.PureDP(1.0))
-        try:
-            session.evaluate(Query().sum("salary", bounds=(0.0, 1e5)), budget=TINY)
-            outcomes.append("ok")
-        except EngineError as err:
-            assert "52000" not in str(err) and "alice" not in str(err)
-            assert err.__cause__ is None
-            outcomes.append(str(err))
-        spent.append(session.spent)
-    assert outcomes[0].startswith("Spark failed while reading the data") and outcomes[1] == "ok"
-    assert spent == [TINY, TINY]
+
+def test_a_real_job_failure_during_a_query_fails_closed(spark: Any, tmp_path: Any) -> None:
+    # A Parquet file read in place, deleted after the Session was created: the job
+    # fails while the query reads rows, after the charge. The Session fails closed.
+    path = tmp_path / "staff.parquet"
+    staff(52_000.0).to_parquet(path)
+    session = dp.Session.from_path(path, engine="spark", budget=dp.PureDP(1.0))
+    path.unlink()
+    with pytest.raises(dp.SessionLocked) as caught:
+        session.evaluate(Query().sum("salary", bounds=(0.0, 1e5)), budget=TINY)
+    assert caught.value.__context__ is None and session.spent == dp.PureDP(1.0)

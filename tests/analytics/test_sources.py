@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 
 from dpkit.analytics import _sources
+from dpkit.analytics._duckdb_source import open_duckdb
 from dpkit.analytics._sources import check_csv_options, check_schema, open_file
 from dpkit.errors import DataError, InvalidParameter
 
@@ -331,3 +332,111 @@ def test_undecodable_bytes_never_make_the_read_fail(tmp_path: Path, encoding: st
         path.write_bytes(head.encode(encoding) + junk + "\n7,z\n".encode(encoding))
         _, rows = read_with(path, encoding=encoding, delimiter=",")
         assert len(rows) >= 50
+
+
+# ------------------------------------------------------------------ DuckDB relations
+
+
+def caller() -> Any:
+    """A caller's connection: a base table, a view, a generated column, an attached
+    database holding a table of the same name."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE raw AS SELECT range AS i, range::VARCHAR AS s FROM range(5)")
+    con.execute("CREATE VIEW v AS SELECT i, CAST(s AS INTEGER) AS n FROM raw")
+    con.execute("CREATE TABLE g (s VARCHAR, n INTEGER GENERATED ALWAYS AS (CAST(s AS INTEGER)))")
+    con.execute("INSERT INTO g (s) VALUES ('1')")
+    con.execute("ATTACH ':memory:' AS other")
+    con.execute("CREATE TABLE other.main.raw AS SELECT 'other' AS x")
+    return con
+
+
+def test_a_plain_base_table_is_read_in_place_by_its_qualified_name() -> None:
+    con = caller()
+    for name in ("raw", "RAW"):  # DuckDB's names are case-insensitive
+        opened = open_duckdb(con, name, owner="t")
+        assert opened.connection is con
+        assert opened.relation == '"memory"."main"."raw"'
+
+
+@pytest.mark.parametrize("name", ["v", "g"])
+def test_a_view_or_a_generated_column_is_copied_with_its_types(name: str) -> None:
+    con = caller()
+    opened = open_duckdb(con, name, owner="t")
+    assert opened.connection is not con
+    copy = opened.connection.execute(f"SELECT * FROM {opened.relation} ORDER BY ALL").fetchall()
+    assert copy == con.execute(f"SELECT * FROM {name} ORDER BY ALL").fetchall()
+    types = opened.connection.execute(f"DESCRIBE {opened.relation}").fetchall()
+    assert [t[:2] for t in types] == [t[:2] for t in con.execute(f"DESCRIBE {name}").fetchall()]
+
+
+def test_a_copy_keeps_duckdb_types_through_arrow() -> None:
+    con = duckdb.connect()
+    con.execute(
+        "CREATE VIEW v AS SELECT 1::HUGEINT AS h, uuid() AS u, 1.5::DECIMAL(20,3) AS d, "
+        "TIMESTAMPTZ '2020-01-01 10:00+00' AS t, DATE '2020-01-01' AS day, [1, 2] AS l"
+    )
+    opened = open_duckdb(con, "v", owner="t")
+    types = opened.connection.execute(f"DESCRIBE {opened.relation}").fetchall()
+    assert [t[:2] for t in types] == [t[:2] for t in con.execute("DESCRIBE v").fetchall()]
+
+
+def test_the_callers_connection_is_untouched() -> None:
+    con = caller()
+    con.execute("SET explain_output = 'physical_only'")
+    databases = con.execute("SELECT database_name FROM duckdb_databases()").fetchall()
+    options = "SELECT name, value FROM duckdb_settings() ORDER BY name"
+    everywhere = con.cursor().execute(options).fetchall()  # the database's settings
+    pending = con.execute("SELECT i FROM raw ORDER BY i")  # a result not yet fetched
+    for name in ("raw", "v"):
+        open_duckdb(con, name, owner="t")
+    assert pending.fetchall() == [(i,) for i in range(5)]  # its result still there
+    settings = (
+        "SELECT current_setting('explain_output'), current_setting('arrow_lossless_conversion')"
+    )
+    assert con.execute(settings).fetchall() == [("physical_only", False)]
+    assert con.execute("SELECT database_name FROM duckdb_databases()").fetchall() == databases
+    assert con.cursor().execute(options).fetchall() == everywhere
+
+
+def test_a_view_of_a_read_only_database_is_copied(tmp_path: Path) -> None:
+    path = tmp_path / "db.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE TABLE raw AS SELECT '7' AS s")
+        con.execute("CREATE VIEW v AS SELECT CAST(s AS INTEGER) AS n FROM raw")
+    con = duckdb.connect(str(path), read_only=True)
+    opened = open_duckdb(con, "v", owner="t")
+    assert opened.connection.execute(f"SELECT * FROM {opened.relation}").fetchall() == [(7,)]
+    assert open_duckdb(con, "raw", owner="t").relation == '"db"."main"."raw"'
+
+
+def test_a_failing_copy_leaves_nothing_and_names_the_class_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    con = duckdb.connect()
+    con.execute("CREATE TABLE raw AS SELECT 'secret-value' AS s")
+    con.execute("CREATE VIEW v AS SELECT CAST(s AS INTEGER) AS n FROM raw")
+    with pytest.raises(DataError, match=r"failed \(\w+Exception;") as info:
+        open_duckdb(con, "v", owner="t")
+    assert "secret" not in str(info.value) and info.value.__cause__ is None
+    assert list((tmp_path / "tmp").iterdir()) == []
+    # A copy that works lives in a private directory, removed with its connection.
+    con.execute("CREATE VIEW w AS SELECT length(s) AS n FROM raw")
+    opened = open_duckdb(con, "w", owner="t")
+    [directory] = (tmp_path / "tmp").iterdir()
+    assert directory.stat().st_mode & 0o077 == 0
+    del opened
+    gc.collect()
+    assert list((tmp_path / "tmp").iterdir()) == []
+
+
+def test_names_that_do_not_resolve_on_a_cursor_are_data_errors() -> None:
+    con = caller()
+    con.execute("CREATE TEMP TABLE tmp AS SELECT 1 AS x")
+    con.register("frame", pd.DataFrame({"x": [1]}))
+    for name in ("missing", "tmp", "frame"):
+        with pytest.raises(DataError, match="visible to that connection only"):
+            open_duckdb(con, name, owner="t")
+    with pytest.raises(InvalidParameter, match="connection"):
+        open_duckdb("not a connection", "raw", owner="t")

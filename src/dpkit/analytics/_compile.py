@@ -190,6 +190,37 @@ def _canonical_keyset(keys: KeySet, types: Mapping[str, str]) -> KeySet:
     return KeySet(keys.columns, tuple(canonical))
 
 
+def _check_filter_types(
+    given: tuple[str, ...],
+    rendered: tuple[str, ...],
+    derived: tuple[tuple[str, str], ...],
+    known: set[str],
+    schema_of: Callable[[tuple[tuple[str, str], ...]], Mapping[str, str]],
+) -> None:
+    """Refuse a filter that is not a boolean expression, on its type (public).
+
+    The engine converts a filter's value to BOOLEAN outside the expression's ``TRY``: a
+    filter ``CASE WHEN <secret> THEN 'x' END`` raised on the rows where the secret holds
+    only (found by the property test of issue 27)."""
+    if not rendered:
+        return
+    names = []
+    for i in range(len(rendered)):
+        name = f"__dpkit_filter_{i}"
+        while name.casefold() in {k.casefold() for k in known}:
+            name = "_" + name
+        names.append(name)
+    types = schema_of((*derived, *zip(names, rendered, strict=True)))
+    for expression, name in zip(given, names, strict=True):
+        # An engine that cannot type an expression (a recipe's engine without SQL)
+        # leaves the filter to its own prepare step.
+        if name in types and types[name].upper() != "BOOLEAN":
+            raise InvalidParameter(
+                f"Query.filter: {expression!r} is of type {types[name]}, not BOOLEAN. A "
+                "filter must be a condition (a comparison, IS NULL, IN, LIKE, AND/OR...)."
+            )
+
+
 def _check_output_names(query: Query) -> None:
     """Refuse a result column name that is also a group column's: the result table
     holds both, and one would silently overwrite the other (public names only)."""
@@ -255,6 +286,7 @@ def compile_query(
     # concatenation width and regex matches, each derived column counted where it is
     # used; refused from the text alone, before anything is charged.
     check_query_cost(query.derived, query.filters, owner)
+    _check_filter_types(query.filters, filters, tuple(derived), known, schema_of)
     derived_schema = schema_of(tuple(derived)) if derived else schema
     for name, column, _ in query.bins:
         _check_column(column, derived_schema, "Query.group_by_bins", numeric=True)

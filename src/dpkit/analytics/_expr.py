@@ -25,9 +25,21 @@ goes through three steps here, on SQLGlot's parse tree:
 
 The result is an expression that evaluates on every row of every table of the schema
 without raising (property-tested in ``tests/adversarial/test_expression_oracles.py``).
-What is not closed: the *time* a successful query takes depends on the data (a row
-whose expression errors is re-evaluated alone inside ``TRY``; measured at ~3.5 us per
-failing row on 10^7 rows), as the time of any query does; docs/analytics.md says so.
+
+**Per-row cost** (docs/analytics.md, "Timing"): what one row costs to evaluate is
+bounded by public constants times the lengths of that row's own values, so a secret
+predicate cannot choose between a cheap and an expensive branch of more than a bounded
+size. String literals are capped (:data:`MAX_LITERAL_CHARS` each,
+:data:`MAX_TOTAL_LITERAL_CHARS` per expression and per query with derived columns
+counted where they are used); a string built by concatenation holds at most
+:data:`MAX_CONCAT_WIDTH` column values; a regular expression's pattern is a string
+literal (compiled once, when the query is bound, never per row) of at most
+:data:`MAX_PATTERN_STATES` states, and a query evaluates at most
+:data:`MAX_PATTERN_MATCHES` of them per row. What is not closed: the time still depends
+on the data (row counts, the lengths of the row's strings, a row whose expression
+errors is re-evaluated alone inside ``TRY``: ~3.5 us per failing row on 10^7 rows), and
+the bounded residual is measured (benchmarks/timing_residual.py); the per-query
+deadline makes the time of an answer public.
 
 SQLGlot is imported lazily: a query without expressions never pays its import.
 """
@@ -38,9 +50,34 @@ import re
 from collections.abc import Collection
 from typing import Any
 
+from dpkit.analytics._row_cost import (
+    MAX_CONCAT_WIDTH,
+    MAX_LITERAL_CHARS,
+    MAX_PATTERN_MATCHES,
+    MAX_PATTERN_STATES,
+    MAX_TOTAL_LITERAL_CHARS,
+    RowCost,
+    check_query_cost,
+    pattern_states,
+    row_cost,
+)
 from dpkit.errors import DataError, InvalidParameter
 
-__all__ = ["ALLOWED_FUNCTIONS", "MAX_EXPANDED_SIZE", "expanded_size", "validate_expression"]
+__all__ = [
+    "ALLOWED_FUNCTIONS",
+    "MAX_CONCAT_WIDTH",
+    "MAX_EXPANDED_SIZE",
+    "MAX_LITERAL_CHARS",
+    "MAX_PATTERN_MATCHES",
+    "MAX_PATTERN_STATES",
+    "MAX_TOTAL_LITERAL_CHARS",
+    "RowCost",
+    "check_query_cost",
+    "expanded_size",
+    "pattern_states",
+    "row_cost",
+    "validate_expression",
+]
 
 #: Scalar functions allowed in expressions, by SQLGlot class name: deterministic, reading
 #: only their row, and with an output no larger than a constant times their input.
@@ -142,6 +179,16 @@ def _check_node(node: Any, expression: str, columns: Collection[str], owner: str
         if not (isinstance(value, exp.Literal) and not value.is_string and value.is_int):
             raise _refuse(owner, expression, f"the type parameter {node.sql()!r}")
         return
+    if isinstance(node, exp.Literal) and len(str(node.this)) > MAX_LITERAL_CHARS:
+        raise InvalidParameter(
+            f"{owner}: the expression {_short(expression)} has a literal of "
+            f"{len(str(node.this))} characters; a literal may have at most "
+            f"{MAX_LITERAL_CHARS} (and the literals of an expression, or of a query, "
+            f"{MAX_TOTAL_LITERAL_CHARS} in all): a long literal chosen by a predicate on "
+            "one row makes that row slow to evaluate, a timing side channel."
+        )
+    if isinstance(node, exp.RegexpLike):
+        _check_regex(node, expression, owner)
     if isinstance(node, exp.Var):
         # A date part (EXTRACT(year FROM d), INTERVAL 1 DAY): printed raw, so only a
         # known unit word, never a quoted identifier.
@@ -152,6 +199,40 @@ def _check_node(node: Any, expression: str, columns: Collection[str], owner: str
         return
     what = f"the function {node.sql_name()!r}" if isinstance(node, exp.Func) else name
     raise _refuse(owner, expression, what)
+
+
+def _short(expression: str) -> str:
+    """``expression`` quoted for a message, cut to 80 characters (literals may be long)."""
+    return repr(expression if len(expression) <= 80 else expression[:77] + "...")
+
+
+def _check_regex(node: Any, expression: str, owner: str) -> None:
+    from sqlglot import exp
+
+    pattern = node.expression
+    if not (isinstance(pattern, exp.Literal) and pattern.is_string):
+        # A pattern computed per row is compiled per row: a secret predicate choosing a
+        # pattern that is slow to compile makes one row cost milliseconds to seconds
+        # (measured: 9 ms for a 40-character pattern), and a pattern read from a column
+        # can be malformed on some rows only.
+        raise InvalidParameter(
+            f"{owner}: the pattern of a regular expression must be a string literal (in "
+            f"{_short(expression)}): a pattern computed from the row is compiled once per "
+            "row, in a time that depends on the row."
+        )
+    try:
+        states = pattern_states(str(pattern.this))
+    except ValueError as err:
+        raise InvalidParameter(
+            f"{owner}: the regular expression {_short(str(pattern.this))} has {err}."
+        ) from None
+    if states > MAX_PATTERN_STATES:
+        raise InvalidParameter(
+            f"{owner}: the regular expression {_short(str(pattern.this))} has about {states} "
+            f"states, more than the {MAX_PATTERN_STATES} allowed (each repetition x{{n}} "
+            "counts n copies of x): matching time per character grows with the states, "
+            "so a large pattern makes a long string slow to match, a timing side channel."
+        )
 
 
 #: Largest size of an expression once the derived columns it uses are substituted
@@ -211,6 +292,14 @@ def validate_expression(expression: str, columns: Collection[str], owner: str) -
         ) from None
     for node in tree.walk():
         _check_node(node, expression, columns, owner)
+    chars = sum(len(str(node.this)) for node in tree.find_all(exp.Literal))
+    if chars > MAX_TOTAL_LITERAL_CHARS:
+        raise InvalidParameter(
+            f"{owner}: the literals of the expression {_short(expression)} have {chars} "
+            f"characters in all; at most {MAX_TOTAL_LITERAL_CHARS} are allowed (each at "
+            f"most {MAX_LITERAL_CHARS}): a long literal chosen by a predicate on one row "
+            "makes that row slow to evaluate, a timing side channel."
+        )
 
     def no_raising_cast(node: Any) -> Any:
         if type(node) is exp.Cast:

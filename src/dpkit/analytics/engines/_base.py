@@ -12,6 +12,7 @@ translates them (the Spark engine uses SQLGlot).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -42,10 +43,18 @@ NUMBER_TYPES = (
 )
 # Booleans aggregate as 0/1 in sums and means.
 _NUMERIC = (*NUMBER_TYPES, "BOOLEAN")
+_DECIMAL_TYPE = re.compile(r"DECIMAL\(\d+,\s*\d+\)")
 
 
 def is_numeric(type_name: str) -> bool:
-    return type_name.upper().startswith(_NUMERIC)
+    """Whether a column of this type is a number (or a boolean, counted 0/1).
+
+    The whole name must be a number type: ``INTEGER[]`` (a list) and
+    ``STRUCT(a INTEGER)`` are not, although they start like one (a list passed as a
+    sum's column bound, then failed on tables with rows: found by the property test
+    of issue 27)."""
+    upper = type_name.upper().strip()
+    return upper in _NUMERIC or _DECIMAL_TYPE.fullmatch(upper) is not None
 
 
 def quote(name: str) -> str:

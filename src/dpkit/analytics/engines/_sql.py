@@ -50,9 +50,11 @@ types and functions without reading a row; a failure there depends on the schema
 the query only and is reported before anything is charged. The SQL itself cannot fail
 on row values: user expressions are total (:mod:`dpkit.analytics._expr`), keys are of
 the column's type (:mod:`dpkit.analytics._keys`), integer widths follow from public
-bounds (below), and the hash's arithmetic stays below 2^63. What can still fail while
-rows are read (out of memory, a disk error) happens after the charge, keeps it, and is
-reported as :class:`~dpkit.errors.EngineError` naming the error's class only.
+bounds (below), and the hash's arithmetic stays below 2^63. Group, key and partition
+columns are read through their canonical SQL form (:meth:`SqlEngine.canonical_key_sql`,
+:mod:`dpkit.analytics._canonical`), so only integers and canonical keys come back. What
+can still fail while rows are read (out of memory, a disk error) happens after the
+charge and fails closed in the Session (the ledger is locked).
 
 Why this module is long (~600 lines): it is the one place where dpkit writes SQL, and
 the contribution-bounding statements carry their proofs in comments next to them.

@@ -18,13 +18,30 @@ anything; Spark's errors while reading rows are reported by class only, and Spar
 structured query-context log (which prints failing SQL with values) is switched off
 for dpkit's session.
 
+The source itself must not fail either. A DataFrame keeps, in its analysed plan, the
+settings of the session that built it (a ``CAST`` analysed in ANSI mode raises, whatever
+the session that runs it) and may call the caller's Python UDFs: a view of it queried
+from dpkit's session fails iff the one bad row passes the analyst's filter (measured:
+``CAST(age_raw AS INT)`` with ``'n/a'`` on alice's row, under Spark 4.3's defaults). So
+:class:`SparkEngine` first computes the DataFrame once (:func:`materialise`,
+``localCheckpoint(eager=True)``: a failure is a DataError at creation, nothing spent),
+and queries a plan that holds none of the caller's expressions. Only a Parquet file
+opened by :func:`read_path` is read in place: its scan parses no text, the columns
+``schema=`` converts use ``try_cast``, and a session whose Parquet rebase mode is
+EXCEPTION (which raises on an ancient date, on some rows only) gets a copy instead.
+Cost at 10^6 rows of 6 columns (local[2], a loaded 2-core machine, two runs): 4.1-5.0 s
+at creation instead of 0.3-0.4 s, 134 MB of executor storage, and then 5 Session
+queries in 35-37 s instead of 40-41 s (the caller's expressions are not recomputed).
+
 Differences from DuckDB that the user can see: integer overflow in an expression makes
 only the failing operation NULL (DuckDB's ``TRY`` makes the whole expression NULL);
 ``min_by``'s ``n`` stops at 10^5, so ``max_rows`` above it uses the window branch;
-a regular expression that repeats a group is refused (Java's regex engine recurses per
-repetition). Functions whose Spark namesake means something else are rewritten to
-DuckDB's meaning (:func:`_duckdb_meaning`); the differences still open are the
-failing cases of tests/adversarial/test_spark_attacks.py.
+regular expressions and LIKE patterns that Java's backtracking matcher could run in
+more than linear time are refused before the charge (:func:`_backtracks`,
+:func:`_linear_like`: a timing side channel, issue 27). Functions whose Spark
+namesake means something else are rewritten to DuckDB's meaning
+(:func:`_duckdb_meaning`); the differences still open are the failing cases of
+tests/adversarial/test_spark_attacks.py.
 """
 
 from __future__ import annotations
@@ -34,9 +51,11 @@ import os
 import shutil
 import sys
 import uuid
-from collections.abc import Mapping, Sequence
+import weakref
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from dpkit.analytics._row_cost import PatternItem, parse_pattern
 from dpkit.analytics.engines._hash import HashDialect
 from dpkit.analytics.engines._sql import SqlEngine
 from dpkit.errors import DataError, EngineError, InvalidParameter
@@ -265,20 +284,7 @@ def _translate(sql: str, types: tuple[tuple[str, str], ...] = ()) -> str:
         if meaning is not None:
             return meaning
         if isinstance(node, exp.Like | exp.ILike):
-            # Spark's LIKE escapes with a backslash and raises on a pattern ending with
-            # one or putting one before another character than '_', '%' or itself: a
-            # pattern read from a row could fail on some tables only. DuckDB's LIKE has
-            # no escape character; doubling every backslash gives Spark that meaning
-            # (replace is total), on every pattern.
-            pattern = node.expression
-            node.set(
-                "expression",
-                exp.Anonymous(
-                    this="replace",
-                    expressions=[pattern, exp.Literal.string("\\"), exp.Literal.string("\\\\")],
-                ),
-            )
-            return node
+            return _linear_like(node, sql)
         if isinstance(node, exp.Cast):
             operand = node.this
             how = rounding.get(id(node))
@@ -300,6 +306,88 @@ def _translate(sql: str, types: tuple[tuple[str, str], ...] = ()) -> str:
             else:
                 node.replace(replacement)
     return str(tree.sql(dialect="spark"))
+
+
+def _linear_like(node: Any, sql: str) -> Any:
+    """``x [NOT] LIKE/ILIKE 'pattern'`` as Spark's linear string functions, or an
+    EngineError (raised while the query is prepared, before any charge, from its text).
+
+    Spark runs LIKE as a Java regular expression ('%' -> '.*', matched whole) unless
+    its optimizer (LikeSimplification) rewrites the pattern into =, StartsWith,
+    EndsWith or Contains. Java backtracks: '%a%a%a...' is O(n^k) on a row of length n
+    (4-6 s per row, issue 27), and a pattern computed from the row is compiled per row
+    (and raised on a trailing backslash). So the pattern must be a string literal of
+    one of the shapes that rewrite covers -- 'abc', 'abc%', '%abc', '%abc%', 'ab%cd'
+    (runs of '%' count as one; no '_', no backslash) -- and dpkit writes the rewrite
+    itself, so it holds whatever the optimizer's settings (tests/adversarial/
+    test_timing_attacks.py checks the optimized plan holds no LIKE). Each function is
+    linear (Contains: O(n m), m <= 1000 the literal). ILIKE is Spark's Like(lower(x),
+    lower(p)), written the same way. 'ab%cd' needs x three times, so only on a column
+    (nesting copies would grow exponentially)."""
+    from sqlglot import exp
+
+    pattern = node.expression
+    text = str(pattern.this) if isinstance(pattern, exp.Literal) and pattern.is_string else None
+    shape = None if text is None else _like_shape(text)
+    if shape == "both" and not isinstance(node.this, exp.Column | exp.Literal):
+        shape = None
+    if text is None or shape is None:
+        shown = "a pattern that is not a string literal" if text is None else repr(text)
+        raise EngineError(
+            f"Spark cannot run the query: {shown} in LIKE/ILIKE (in {sql[:200]!r}) would run "
+            "as a Java regular expression, which backtracks: its time on a row can grow "
+            "polynomially with the row's length, a timing side channel. On Spark a LIKE "
+            "pattern must be a string literal 'abc', 'abc%', '%abc', '%abc%' or (on a "
+            "column) 'ab%cd', without '_' or backslash, which run as =, startswith, "
+            "endswith or contains. Use the DuckDB engine for other patterns (its LIKE and "
+            "RE2 regular expressions run in linear time)."
+        )
+    first, *middle, last = text.split("%") if "%" in text else (text, text)
+    middle = [m for m in middle if m]
+    lower = isinstance(node, exp.ILike)
+
+    def text_of(value: Any) -> Any:
+        return _call("lower", value) if lower else value
+
+    subject = text_of(exp.Cast(this=node.this, to=exp.DataType.build("STRING")))
+    head, tail = text_of(exp.Literal.string(first)), text_of(exp.Literal.string(last))
+    out: Any
+    if shape == "equal":
+        out = exp.EQ(this=subject, expression=head)
+    elif shape == "contains":
+        out = _call("contains", subject, text_of(exp.Literal.string(middle[0])))
+    elif shape == "ends":
+        out = _call("endswith", subject, tail)
+    elif shape == "starts":
+        out = _call("startswith", subject, head)
+    else:  # 'ab%cd' on a column: long enough for both, starts and ends so
+        both = exp.Add(this=_call("length", head.copy()), expression=_call("length", tail.copy()))
+        out = exp.And(
+            this=exp.GTE(this=_call("length", subject.copy()), expression=both),
+            expression=exp.And(
+                this=_call("startswith", subject.copy(), head),
+                expression=_call("endswith", subject, tail),
+            ),
+        )
+    out = exp.Paren(this=out)
+    return exp.Not(this=out) if node.args.get("negate") else out
+
+
+def _like_shape(text: str) -> str | None:
+    """Which linear function a LIKE pattern is ("equal", "starts", "ends", "contains",
+    "both" for 'ab%cd'), or None (a '_', a backslash, or more than one literal run
+    between '%'s: a regular expression on Spark). Runs of '%' count as one."""
+    if "_" in text or "\\" in text:
+        return None
+    if "%" not in text:
+        return "equal"
+    first, *middle, last = text.split("%")
+    middle = [m for m in middle if m]
+    if not middle:
+        return "both" if first and last else "ends" if last else "starts"
+    if len(middle) == 1 and not first and not last:
+        return "contains"
+    return None
 
 
 def _call(name: str, *args: Any) -> Any:
@@ -397,38 +485,80 @@ def _patterns(sql: str) -> list[str]:
     return [str(m.expression.this) for m in tree.find_all(exp.RegexpLike)]
 
 
-#: The largest bounded repetition ``{n,m}`` of a group allowed in a pattern on Spark.
-_MAX_GROUP_REPEAT = 100
+def _flat(branch: Sequence[PatternItem]) -> list[PatternItem]:
+    """``branch`` with its one-branch, unrepeated groups spliced in, zero-width flags
+    dropped: the items in the order Java's matcher meets them."""
+    out: list[PatternItem] = []
+    for item in branch:
+        if item.kind == "group" and len(item.branches) == 1 and item.quantifiers == 0:
+            out.extend(_flat(item.branches[0]))
+        elif item.kind != "flags":
+            out.append(item)
+    return out
 
 
-def _repeats_a_group(pattern: str) -> bool:
-    """Whether ``pattern`` applies ``*``, ``+`` or a repetition above
-    :data:`_MAX_GROUP_REPEAT` to a group. Java's regex engine recurses once per
-    repetition of a group, so such a pattern overflows the stack on a long enough
-    value (StackOverflowError while reading: a failure that depends on the rows;
-    found by the adversarial review). A quantified character class does not recurse."""
-    import re
+def _backtracks(pattern: str) -> str | None:
+    """Why Java's matcher may take more than linear time on ``pattern``, or None when
+    it is in the class the Spark engine accepts.
 
-    in_class = escaped = False
-    for i, char in enumerate(pattern):
-        if escaped:
-            escaped = False
-        elif char == "\\":
-            escaped = True
-        elif in_class:
-            in_class = char != "]"
-        elif char == "[":
-            in_class = True
-        elif char == ")":
-            after = pattern[i + 1 :]
-            if after[:1] in ("*", "+"):
-                return True
-            bounded = re.match(r"\{(\d+)(,(\d*))?\}", after)
-            if bounded is not None:
-                upper = bounded.group(3) if bounded.group(2) else bounded.group(1)
-                if not upper or int(upper) > _MAX_GROUP_REPEAT:
-                    return True
-    return False
+    Spark's RLIKE is ``Pattern.matcher(s).find(0)``, a backtracking search that tries
+    every start position. Exponential on '([a-z]*)*', polynomial of any degree on
+    '[a-z]*' repeated k times (O(n^k): 4-6 s per row for k = 8, issue 27), and
+    quadratic already on one unanchored '[a-z]*x' (every start re-scans the run). The
+    accepted class, with ``m`` the pattern's states (at most MAX_PATTERN_STATES):
+
+    * no back-reference and no look-around (they re-scan; back-references are NP-hard);
+    * no repeated group, not even '(ab){2}' (Java recurses once per repetition of a
+      group, a stack overflow on long values, and each repetition multiplies choices);
+    * at most **one choice point** in the whole pattern: one alternation '(a|b|c)', or
+      one quantifier other than an exact count 'x{n}' (which has one way to match);
+    * if that choice is a quantifier that may take more than two counts ('*', '+',
+      '{n,}', '{n,m}' with m > n + 1), the pattern starts with '^' or the quantified
+      item is the last one (nothing after it, not even '$').
+
+    Why this is linear: without a choice point, a start position costs at most m
+    steps, so find() costs O(n m). One alternation or a '?' (at most two ways per
+    item) multiplies a start's cost by the number of ways, at most m. One run-length
+    quantifier costs O(n m) at the one start position '^' allows (Java's Begin node
+    refuses every other start in O(1)); as the last item it never backtracks (the
+    match is complete as soon as it stops), so every start costs O(m) until the first
+    match, whose run costs O(n). Every case is O(n m) per row, m <= MAX_PATTERN_STATES.
+    """
+    branches = parse_pattern(pattern)
+
+    def walk(items: Sequence[PatternItem]) -> Iterator[PatternItem]:
+        for item in items:
+            yield item
+            for branch in item.branches:
+                yield from walk(branch)
+
+    items = [item for branch in branches for item in walk(branch)]
+    if any(item.kind in ("backref", "lookaround") for item in items):
+        return "uses a back-reference or a look-around"
+    # Where Java reads the text otherwise than parse_pattern: comments mode (?x)
+    # (whitespace and '#' ignored), multi-line mode (?m) ('^' at every line), nested
+    # classes and intersections ('[a[b]]', '[a&&b]', '[]a]').
+    if any(set(item.flags) & {"x", "m", "c"} for item in items):
+        return "sets the flag (?x), (?m) or (?c)"
+    if any(item.nested_class for item in items):
+        return "nests a character class ('[a[b]]', '[a&&[b]]', '[]...]')"
+    if any(item.kind == "group" and item.quantifiers for item in items):
+        return "repeats a group ('(...)*', '(...)+', '(...){n}')"
+    choices = [item for item in items if item.kind == "group" and len(item.branches) > 1]
+    choices += [item for item in items if item.low != item.high]
+    alternatives = len(branches) > 1
+    if len(choices) + alternatives > 1:
+        return "has more than one choice point (alternations and variable repetitions)"
+    runs = [item for item in choices if item.high is None or item.high > item.low + 1]
+    if runs:
+        flat = _flat(branches[0])
+        anchored = bool(flat) and flat[0].kind == "start" and not flat[0].quantifiers
+        if not anchored and (not flat or flat[-1] is not runs[0]):
+            return (
+                "repeats an item a variable number of times with something after it, "
+                "and does not start with '^'"
+            )
+    return None
 
 
 class SparkEngine(SqlEngine):
@@ -437,9 +567,17 @@ class SparkEngine(SqlEngine):
     Parameters
     ----------
     dataframe:
-        A ``pyspark.sql.DataFrame``. It is registered as a global temporary view
-        (visible to the sessions of its Spark application) under a random name, and
-        queried from a session of dpkit's own with ANSI mode off (module docstring).
+        A ``pyspark.sql.DataFrame``. Unless :func:`read_path` returned it to be read in
+        place, it is first materialised (:func:`materialise`: computed once, now, in
+        the caller's session, so that its own expressions cannot fail during a query).
+        It is registered as a global temporary view (visible to the sessions of its
+        Spark application) under a random name, and queried from a session of dpkit's
+        own with ANSI mode off (module docstring).
+
+    Raises
+    ------
+    DataError
+        If computing the DataFrame fails (the error's class only); nothing is spent.
     """
 
     # --- dialect (see SqlEngine)
@@ -455,13 +593,18 @@ class SparkEngine(SqlEngine):
     def expression(self, sql: str, derived: Sequence[tuple[str, str]] = ()) -> str:
         translated = _translate(sql, tuple(self.schema(derived).items()))
         for pattern in _patterns(sql):
-            if _repeats_a_group(pattern):
+            why = _backtracks(pattern)
+            if why is not None:
                 raise EngineError(
-                    "Spark cannot run the query: the regular expression "
-                    f"{pattern!r} repeats a group ('(...)*', '(...)+', '(...){{n,}}'). Spark's "
-                    "(Java's) regex engine recurses once per repetition and fails on long "
-                    "values, on some tables only; repeat a character class instead "
-                    "('[ab]*'), or use the DuckDB engine."
+                    f"Spark cannot run the query: the regular expression {pattern!r} {why}. "
+                    "Spark matches with Java's backtracking regex engine, whose time on a "
+                    "row can grow polynomially or exponentially with the row's length, a "
+                    "timing side channel (or a stack overflow on some rows only), so on "
+                    "Spark a pattern has at most one choice point (one alternation or one "
+                    "variable repetition, the latter only if the pattern starts with '^' "
+                    "or it is the last item), no repeated group, no back-reference or "
+                    "look-around. Use the DuckDB engine for other patterns (RE2: linear "
+                    "time)."
                 )
             self._check_pattern(pattern)
         return translated
@@ -474,6 +617,12 @@ class SparkEngine(SqlEngine):
 
     def int_div(self, a: str, b: str) -> str:
         return f"(({a}) DIV ({b}))"
+
+    def binary_text(self, sql: str) -> str:
+        # A Spark string with a collation other than UTF8_BINARY has another type name
+        # ("string collate UTF8_LCASE") and is refused as a key column before this runs;
+        # dpkit's own session keeps the default (binary) collation for literals.
+        return f"({sql})"
 
     def wide_sum(self, x: str) -> str:
         # Spark's sum of BIGINT is a BIGINT, which wraps (ANSI off) past 2^63.
@@ -507,11 +656,15 @@ class SparkEngine(SqlEngine):
         self._spark = owner.newSession()
         self._spark.conf.set("spark.sql.ansi.enabled", "false")
         self._quiet_query_context_log()
+        if dataframe not in _IN_PLACE:
+            # After the logs are quiet: a failure's context would quote the row.
+            dataframe = materialise(dataframe)
         self._view = f"dpkit_{uuid.uuid4().hex}"
         dataframe.createOrReplaceGlobalTempView(self._view)
         database = owner.conf.get("spark.sql.globalTempDatabase", "global_temp")
         self._relation = f"{self.q(database)}.{self.q(self._view)}"
         self._schema_cache: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+        self._interrupted = False
 
     def _quiet_query_context_log(self) -> None:
         """Spark 4 logs a failing statement's context (the SQL, and for a runtime error
@@ -562,6 +715,11 @@ class SparkEngine(SqlEngine):
             if not reads_rows:
                 frame.schema  # noqa: B018 - analysis only
                 return []
+            # Jobs of this engine run in one job group, so a missed deadline can
+            # cancel them (interrupt) without touching the caller's jobs.
+            self._spark.sparkContext.setJobGroup(self._view, "dpkit query", True)
+            if self._interrupted:
+                raise EngineError("interrupted")
             return _collect(frame)
         except Exception as err:
             if binding:
@@ -570,6 +728,20 @@ class SparkEngine(SqlEngine):
                 # Analysis reads no row: the message names columns, types and functions.
                 raise EngineError(f"Spark cannot run the query: {_first_line(err)}") from None
             raise EngineError(_reading_error(err)) from None
+
+    def interrupt(self) -> None:
+        """Cancel every job this engine is running, and any it would start (a missed
+        deadline; the Session is locked after it). A job submitted while this runs
+        could escape one cancellation, so the group is cancelled again after 1 and 5 s."""
+        import threading
+
+        self._interrupted = True
+        context = self._spark.sparkContext
+        context.cancelJobGroup(self._view)
+        for delay in (1.0, 5.0):
+            timer = threading.Timer(delay, context.cancelJobGroup, (self._view,))
+            timer.daemon = True
+            timer.start()
 
     def _bind(self, sql: str, params: Sequence[Any]) -> None:
         # Analysis resolves names, types and functions without reading the data.
@@ -650,7 +822,16 @@ def _epoch_micros(sql: str, type_name: str) -> str:
     -- not through the session's time zone, which ``unix_micros`` would apply."""
     if "TIME ZONE" in type_name.upper():
         return f"unix_micros({sql})"
-    return f"timestampdiff(MICROSECOND, TIMESTAMP_NTZ '1970-01-01 00:00:00', {sql})"
+    # From the wall clock's fields, which are zone-free for TIMESTAMP_NTZ. Spark's
+    # timestampdiff goes through the session time zone even between two NTZ values:
+    # in America/New_York, 02:30 and 03:30 of 2021-03-14 came out equal (a key that
+    # selected another key's rows; found by the adversarial tests of issue 27).
+    x = f"({sql})"
+    return (
+        f"(CAST(unix_date(CAST({x} AS DATE)) AS BIGINT) * 86400000000"
+        f" + CAST(hour({x}) AS BIGINT) * 3600000000 + CAST(minute({x}) AS BIGINT) * 60000000"
+        f" + CAST(date_part('SECOND', {x}) * 1000000 AS BIGINT))"
+    )
 
 
 def _first_line(err: Exception) -> str:
@@ -665,6 +846,48 @@ def _reading_error(err: Exception) -> str:
     )
 
 
+#: The DataFrames :func:`read_path` returned to be read in place (by identity: a frame
+#: derived from one is another object, and is materialised).
+_IN_PLACE: weakref.WeakSet[Any] = weakref.WeakSet()
+
+#: Settings under which Spark's Parquet reader raises on some values: EXCEPTION fails on
+#: a date before 1582-10-15 or a timestamp before 1900 in a file not written by Spark 3+
+#: (pyarrow's, Hive's), a value a filter can skip (row-group statistics). A file scan
+#: keeps the settings of the session it was read in.
+_PARQUET_REBASE = (
+    "spark.sql.parquet.datetimeRebaseModeInRead",
+    "spark.sql.parquet.int96RebaseModeInRead",
+)
+
+
+def materialise(dataframe: Any) -> Any:
+    """``dataframe`` computed once, now, as a DataFrame whose plan holds no expression of
+    the caller's.
+
+    ``localCheckpoint(eager=True)`` runs the DataFrame's plan in its own session (with
+    that session's settings, ANSI mode included, and its Python UDFs) and keeps the rows
+    in the executors' block managers (memory, spilling to disk); the DataFrame returned
+    is a scan of those blocks (``LogicalRDD``): a query of it evaluates no expression
+    and calls no UDF of the caller's. So a row that makes one of them fail makes this
+    fail, once, before anything is spent, and never a query.
+
+    Raises
+    ------
+    DataError
+        If computing the DataFrame fails; the message names the error's class only (a
+        failed CAST quotes its value).
+    """
+    try:
+        return dataframe.localCheckpoint(eager=True)
+    except Exception as err:
+        raise DataError(
+            f"Spark failed while computing the DataFrame once, to copy it "
+            f"({type(err).__name__}; e.g. one of its own expressions -- a CAST in ANSI "
+            "mode, a Python UDF -- fails on a row). Its message is not shown because it "
+            "may quote row values; nothing was spent."
+        ) from None
+
+
 def read_path(
     spark: Any,
     path: str,
@@ -676,7 +899,14 @@ def read_path(
     from the whole file unless ``schema`` names them; a malformed value is NULL).
 
     ``csv`` (optional) fixes the encoding, the separator and one text read as missing
-    (Spark's CSV reader takes a single ``nullValue``)."""
+    (Spark's CSV reader takes a single ``nullValue``).
+
+    A Parquet file is read in place by :class:`SparkEngine` (typed by its footer: its
+    scan parses no text; ``schema`` converts with ``try_cast``), unless ``spark`` reads
+    ancient dates with a rebase mode of EXCEPTION (:data:`_PARQUET_REBASE`). A CSV file
+    is materialised, as any DataFrame: Spark's CSV reader can fail on a line (one with
+    more fields than ``maxColumns``, 20,480: a task failure in every mode), and the
+    copy makes every later query cheaper."""
     lower = path.lower()
     reader = spark.read
     options: dict[str, str] = {}
@@ -717,4 +947,8 @@ def read_path(
             raise DataError(f"{owner}: schema= names column(s) {missing} the file does not have.")
         for column, type_name in schema.items():
             frame = frame.withColumn(column, functions.expr(f"try_cast(`{column}` AS {type_name})"))
+    if lower.endswith((".parquet", ".pq")) and all(
+        str(spark.conf.get(key, "CORRECTED")).upper() != "EXCEPTION" for key in _PARQUET_REBASE
+    ):
+        _IN_PLACE.add(frame)
     return frame

@@ -1,0 +1,296 @@
+"""Attacks through the source itself: a curator's source whose own expressions raise on
+one row (issue 27, section 1, "Sources whose own expressions raise").
+
+The curator hands dpkit a view, a table with a generated column, a table of an attached
+SQLite database, a Python object reached by a replacement scan, or a Spark DataFrame
+built in the curator's session (ANSI mode on, a Python UDF). One row -- alice's -- holds
+a value on which that source's own expression fails (``CAST('n/a' AS INTEGER)``). Read
+in place, the source fails inside a query iff alice's row passes the analyst's filter
+(engines push filters below the source's projection): a one-bit oracle on alice's salary
+read after the charge, at a price the analyst chooses.
+
+What must hold (DESIGN.md, threat model, rule 1): such a source is evaluated once, when
+the Session is created, so the failure is a DataError there -- before the analyst runs
+anything, nothing spent, no ledger written, no row value in the message -- and on every
+neighbouring table where the source is total the analyst's queries all succeed and
+answer alike (success, error text, budget spent).
+"""
+
+from __future__ import annotations
+
+import datetime
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+import pytest
+
+import dpkit as dp
+from dpkit.analytics import Query
+from dpkit.errors import DataError
+
+TINY = dp.PureDP(1e-6)
+#: Thresholds of the attacker's bisection on alice's salary (52,000 in the tables).
+THRESHOLDS = (0, 45_000, 60_000)
+#: Alice's stored age: a value the source's expression fails on, or one it reads.
+BAD, GOOD = "n/a", "30"
+#: Rows besides alice's: enough that DuckDB infers a pandas object column's type from
+#: the others (it samples 1,000 rows evenly: every third of 3,000, not alice's, last).
+OTHERS = [(f"p{i}", 30_000.0 + i, str(20 + i % 50)) for i in range(2_999)]
+
+
+def rows(alice: tuple[float, str] | None) -> list[tuple[str, float, str]]:
+    """The staff table: the others, then alice (salary, raw age) unless None."""
+    return OTHERS + ([("alice", *alice)] if alice is not None else [])
+
+
+#: Neighbours on which every source is total: alice with another salary, or absent.
+TOTAL_NEIGHBOURS = [(52_000.0, GOOD), (30_000.0, GOOD), None]
+
+
+def queries() -> list[Query]:
+    return [
+        Query()
+        .filter(f"name = 'alice' AND salary >= {t}")
+        .bound(max_rows=1)
+        .sum("age", bounds=(0.0, 100.0))
+        for t in THRESHOLDS
+    ]
+
+
+def transcript(open_session: Callable[[Path], dp.Session], ledger: Path) -> list[str]:
+    """What the analyst sees: the creation's outcome; then, per query, 'ok' or the
+    error's class and text; then the budget spent."""
+    try:
+        session = open_session(ledger)
+    except dp.DPError as err:
+        assert BAD not in str(err)  # no row value in the message
+        return [f"created: {type(err).__name__}", f"ledger written: {ledger.exists()}"]
+    seen = ["created"]
+    for query in queries():
+        try:
+            session.evaluate(query, budget=TINY)
+            seen.append("ok")
+        except dp.DPError as err:
+            seen.append(f"{type(err).__name__}: {err}")
+    seen.append(f"spent {session.spent!r}")
+    return seen
+
+
+def check(
+    open_session: Callable[[list[tuple[str, float, str]], Path], dp.Session], tmp: Path
+) -> None:
+    """The source that fails on alice's row fails at creation, spending nothing; its
+    total neighbours answer every query, alike."""
+    failing = transcript(lambda ledger: open_session(rows((52_000.0, BAD)), ledger), tmp / "bad")
+    assert failing == ["created: DataError", "ledger written: False"]
+    runs = [
+        transcript(lambda ledger, a=alice: open_session(rows(a), ledger), tmp / f"total{i}")
+        for i, alice in enumerate(TOTAL_NEIGHBOURS)
+    ]
+    assert runs[0] == runs[1] == runs[2]
+    assert runs[0][:-1] == ["created"] + ["ok"] * len(THRESHOLDS)
+
+
+# ------------------------------------------------------------------ DuckDB
+
+
+def table(con: Any, name: str, data: list[tuple[Any, ...]], columns: str) -> None:
+    """CREATE TABLE ``name`` (``columns``) holding ``data``."""
+    con.execute(f"CREATE TABLE {name} ({columns})")
+    frame = pd.DataFrame(data)
+    con.register("__rows", frame)
+    con.execute(f"INSERT INTO {name} SELECT * FROM __rows")
+    con.unregister("__rows")
+
+
+def duckdb_view(data: list[tuple[str, float, str]], ledger: Path) -> dp.Session:
+    con = duckdb.connect()
+    table(con, "raw", data, "name VARCHAR, salary DOUBLE, age_raw VARCHAR")
+    con.execute(
+        "CREATE VIEW staff AS SELECT name, salary, CAST(age_raw AS INTEGER) AS age FROM raw"
+    )
+    return dp.Session.from_duckdb(con, "staff", budget=dp.PureDP(1.0), ledger=ledger, rng=0)
+
+
+def duckdb_generated_column(data: list[tuple[str, float, str]], ledger: Path) -> dp.Session:
+    # DuckDB checks a generated column on INSERT, not on UPDATE: the bad value gets in.
+    con = duckdb.connect()
+    table(con, "raw", [(n, s, GOOD) for n, s, _ in data], "name VARCHAR, salary DOUBLE, a VARCHAR")
+    con.execute(
+        "CREATE TABLE staff (name VARCHAR, salary DOUBLE, age_raw VARCHAR, "
+        "age INTEGER GENERATED ALWAYS AS (CAST(age_raw AS INTEGER)) VIRTUAL)"
+    )
+    con.execute("INSERT INTO staff (name, salary, age_raw) SELECT * FROM raw")
+    con.execute("DROP TABLE raw")
+    for name, _, age in data:
+        if age != GOOD:
+            con.execute("UPDATE staff SET age_raw = ? WHERE name = ?", [age, name])
+    return dp.Session.from_duckdb(con, "staff", budget=dp.PureDP(1.0), ledger=ledger, rng=0)
+
+
+def duckdb_replacement_scan(data: list[tuple[str, float, str]], ledger: Path) -> dp.Session:
+    # A pandas DataFrame reached by name: DuckDB infers an object column's type from a
+    # sample of its values (INTEGER here) and fails converting alice's 'n/a'.
+    staff_frame = pd.DataFrame(
+        {
+            "name": [r[0] for r in data],
+            "salary": [r[1] for r in data],
+            "age": pd.Series([int(r[2]) if r[2] != BAD else r[2] for r in data], dtype=object),
+        }
+    )
+    assert len(staff_frame) == len(data)
+    con = duckdb.connect()
+    # Replacement scans look for Python variables in every frame of the stack (the
+    # curator's, here), also from the cursors dpkit's queries run on.
+    con.execute("SET GLOBAL python_scan_all_frames = true")
+    return dp.Session.from_duckdb(con, "staff_frame", budget=dp.PureDP(1.0), ledger=ledger, rng=0)
+
+
+def duckdb_sqlite_table(data: list[tuple[str, float, str]], ledger: Path) -> dp.Session:
+    # SQLite is dynamically typed: an INTEGER column stores 'n/a' as text, and DuckDB's
+    # SQLite scanner fails on it when it reads that row.
+    path = ledger.with_suffix(".sqlite")
+    with sqlite3.connect(path) as lite:
+        lite.execute("CREATE TABLE staff (name TEXT, salary REAL, age INTEGER)")
+        lite.executemany(
+            "INSERT INTO staff VALUES (?, ?, ?)",
+            [(n, s, int(a) if a != BAD else a) for n, s, a in data],
+        )
+    lite.close()
+    con = duckdb.connect(str(path))  # DuckDB opens a SQLite file with its extension
+    return dp.Session.from_duckdb(con, "staff", budget=dp.PureDP(1.0), ledger=ledger, rng=0)
+
+
+def sqlite_extension_missing() -> str | None:
+    try:
+        duckdb.connect().execute("LOAD sqlite")
+    except duckdb.Error as err:
+        return f"DuckDB's sqlite extension is not available here ({type(err).__name__})"
+    return None
+
+
+DUCKDB_SOURCES = {
+    "view": duckdb_view,
+    "generated-column": duckdb_generated_column,
+    "replacement-scan": duckdb_replacement_scan,
+    "sqlite-table": duckdb_sqlite_table,
+}
+
+
+@pytest.mark.parametrize("source", list(DUCKDB_SOURCES))
+def test_a_duckdb_source_that_fails_on_a_row_is_no_oracle(tmp_path: Path, source: str) -> None:
+    if source == "sqlite-table" and (reason := sqlite_extension_missing()) is not None:
+        pytest.skip(reason)
+    check(DUCKDB_SOURCES[source], tmp_path)
+
+
+def test_a_registered_dataframe_is_refused_at_creation_on_every_neighbour(
+    tmp_path: Path,
+) -> None:
+    # A DataFrame registered on the connection is visible to that connection only, not
+    # to the cursors dpkit reads through: refused, alike on every table, spending nothing.
+    seen = []
+    for i, alice in enumerate([(52_000.0, BAD), *TOTAL_NEIGHBOURS]):
+        con = duckdb.connect()
+        con.register("staff", pd.DataFrame(rows(alice), columns=["name", "salary", "age"]))
+        ledger = tmp_path / f"l{i}"
+        with pytest.raises(DataError, match="registered on the connection") as info:
+            dp.Session.from_duckdb(con, "staff", budget=dp.PureDP(1.0), ledger=ledger)
+        assert not ledger.exists()
+        seen.append(str(info.value))
+    assert len(set(seen)) == 1
+
+
+# ------------------------------------------------------------------ Spark
+
+
+def caller_session(spark: Any) -> Any:
+    """The curator's own SparkSession, in ANSI mode (Spark 4's default)."""
+    caller = spark.newSession()
+    caller.conf.set("spark.sql.ansi.enabled", "true")
+    return caller
+
+
+def spark_staff(session: Any, data: list[tuple[str, float, str]]) -> Any:
+    return session.createDataFrame(data, "name string, salary double, age_raw string")
+
+
+def test_a_cast_in_the_callers_ansi_session_is_no_oracle(spark: Any, tmp_path: Path) -> None:
+    caller = caller_session(spark)
+
+    def open_session(data: list[tuple[str, float, str]], ledger: Path) -> dp.Session:
+        frame = spark_staff(caller, data).selectExpr(
+            "name", "salary", "CAST(age_raw AS INT) AS age"
+        )
+        return dp.Session.from_spark(frame, budget=dp.PureDP(1.0), ledger=ledger, rng=0)
+
+    check(open_session, tmp_path)
+
+
+def test_a_python_udf_is_evaluated_once_and_is_no_oracle(spark: Any, tmp_path: Path) -> None:
+    from pyspark.sql import functions
+    from pyspark.sql.types import IntegerType
+
+    caller = caller_session(spark)
+    calls = caller.sparkContext.accumulator(0)
+
+    def parse(text: str) -> int:
+        calls.add(1)
+        return int(text)  # ValueError on 'n/a'
+
+    # A lambda: PySpark reads a function's type hints as a pandas UDF's signature.
+    age = functions.udf(lambda text: parse(text), IntegerType())
+
+    def open_session(data: list[tuple[str, float, str]], ledger: Path) -> dp.Session:
+        frame = spark_staff(caller, data).select("name", "salary", age("age_raw").alias("age"))
+        return dp.Session.from_spark(frame, budget=dp.PureDP(1.0), ledger=ledger, rng=0)
+
+    check(open_session, tmp_path)
+    # Materialised at creation: the analyst's queries never call the curator's UDF.
+    session = open_session(rows((52_000.0, GOOD)), tmp_path / "again")
+    before = calls.value
+    for query in queries():
+        session.evaluate(query, budget=TINY)
+    assert calls.value == before
+
+
+def test_parquet_read_with_rebase_exception_fails_at_creation_not_in_a_query(
+    spark: Any, tmp_path: Path
+) -> None:
+    # With a rebase mode of EXCEPTION (Spark 3's default), Spark's Parquet reader raises
+    # on a date before 1582 in a file written by pyarrow: Session.from_path then copies
+    # the file at creation, where that failure spends nothing.
+    from pyspark.sql import SparkSession
+
+    # The curator's session: the one Session.from_path reads in (the active one).
+    active = SparkSession.getActiveSession()
+    assert active is not None
+    key = "spark.sql.parquet.datetimeRebaseModeInRead"
+    before = active.conf.get(key)
+    active.conf.set(key, "EXCEPTION")
+    try:
+        outcomes = []
+        for born in (datetime.date(1000, 1, 1), datetime.date(2000, 1, 1)):
+            frame = pd.DataFrame(rows((52_000.0, GOOD)), columns=["name", "salary", "age"])
+            frame["age"] = frame["age"].astype(int)
+            frame["born"] = [
+                born if n == "alice" else datetime.date(1990, 1, 1) for n in frame["name"]
+            ]
+            path = tmp_path / f"staff-{born}.parquet"
+            frame.to_parquet(path)
+            ledger = tmp_path / f"ledger-{born}"
+
+            def open_session(ledger: Path, path: Path = path) -> dp.Session:
+                return dp.Session.from_path(
+                    path, budget=dp.PureDP(1.0), ledger=ledger, engine="spark", rng=0
+                )
+
+            outcomes.append(transcript(open_session, ledger))
+        assert outcomes[0] == ["created: DataError", "ledger written: False"]
+        assert outcomes[1][:-1] == ["created"] + ["ok"] * len(THRESHOLDS)
+    finally:
+        active.conf.set(key, before)
