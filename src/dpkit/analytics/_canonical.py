@@ -66,10 +66,13 @@ MICROS_RANGE = (
     (dt.datetime.max - _EPOCH) // dt.timedelta(microseconds=1),
 )
 
+# UHUGEINT is not a key type: DuckDB compares a UHUGEINT column with an integer
+# parameter below 2^63 as BIGINT, a cast that raises on a row above 2^63 -- after the
+# charge, on the tables that hold one only (found by the adversarial review).
 _INTEGER = frozenset(
     {
         "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT",
-        "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT",
+        "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT",
     }
 )  # fmt: skip
 _DECIMAL = re.compile(r"DECIMAL\(\d+,\s*\d+\)")
@@ -119,9 +122,9 @@ def check_key_type(type_name: str, column: str, owner: str, role: str = "group")
         raise InvalidParameter(
             f"{owner}: column {column!r} has type {type_name}, which cannot be a {role} "
             "column: keys are compared, grouped and released in one canonical form, which "
-            "exists for integers, floating-point numbers, decimals, strings (compared "
-            "byte by byte), booleans, dates and timestamps only. Derive a column of one of "
-            "those types first, e.g. Query().with_column('k', 'CAST(col AS VARCHAR)')."
+            "exists for integers (but UHUGEINT), floating-point numbers, decimals, strings "
+            "(compared byte by byte), booleans, dates and timestamps only. Derive a column "
+            "of one of those types first, e.g. Query().with_column('k', 'CAST(col AS VARCHAR)')."
         )
     return category
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, InvalidOperation, localcontext
 from typing import Any
 
 import numpy as np
@@ -102,7 +102,10 @@ def canonical_key(value: object, type_name: str, column: str, owner: str) -> Any
             raise _refuse(value, type_name, column, owner, "it is not a decimal number")
         try:
             exact = Decimal(value if isinstance(value, str | Decimal) else repr(value))
-            quantized = exact.quantize(Decimal(1).scaleb(-scale))
+            # Enough digits for any DECIMAL(p<=38, s) (the default context has 28).
+            with localcontext() as context:
+                context.prec = 100
+                quantized = exact.quantize(Decimal(1).scaleb(-scale))
         except (InvalidOperation, ValueError):
             raise _refuse(value, type_name, column, owner, "it is not a decimal number") from None
         if not exact.is_finite() or quantized != exact:
@@ -125,6 +128,14 @@ def canonical_key(value: object, type_name: str, column: str, owner: str) -> Any
             return value if isinstance(value, dt.date) else dt.date.fromisoformat(value)
         except ValueError:
             raise _refuse(value, type_name, column, owner, "it is not an ISO date") from None
+    if upper.startswith("TIMESTAMP") and isinstance(value, dt.datetime):
+        # pandas.Timestamp is a datetime with nanoseconds: the engine keeps microseconds,
+        # so two keys a nanosecond apart would be two parts over the same rows.
+        if getattr(value, "nanosecond", 0):
+            raise _refuse(value, type_name, column, owner, "it is finer than a microsecond")
+        to_python = getattr(value, "to_pydatetime", None)
+        if to_python is not None:
+            value = to_python()
     if upper == "TIMESTAMP":
         if not isinstance(value, dt.datetime | str):
             raise _refuse(value, type_name, column, owner, "it is not a datetime.datetime")

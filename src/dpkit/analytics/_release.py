@@ -18,6 +18,7 @@ from dpkit.analytics._compile import CompiledQuery, StatisticSpec
 from dpkit.analytics._order import OrderSpec, order_columns, release_order
 from dpkit.analytics.engines import EngineResult
 from dpkit.analytics.query import Query
+from dpkit.errors import InvalidParameter
 from dpkit.mechanisms._base import Mechanism, Release
 from dpkit.random import Random
 
@@ -303,6 +304,34 @@ def _released(
         [int(e) + int(d) for e, d in zip(exact, noise_only.value, strict=True)], dtype=object
     )
     return dataclasses.replace(noise_only, value=value)
+
+
+def rehearse(compiled: CompiledQuery, confidence: float, random: Random) -> None:
+    """Run every mechanism of ``compiled`` once on data-free inputs (a zero, an empty
+    histogram), before the charge: a noise parameter that a mechanism cannot release
+    (a budget so large that a confidence half-width underflows, so small that a
+    quantile's search refuses its scale) is refused here, spending nothing, rather than
+    failing after the charge (found by the adversarial review of issue 27). Reads no
+    data; ``random`` is a stream of its own, and what it draws is thrown away.
+
+    Raises
+    ------
+    InvalidParameter
+        A mechanism cannot run at this budget; the message names its error.
+    """
+    try:
+        for spec in compiled.specs:
+            spec.noise.mechanism.release(
+                np.zeros(1, dtype=np.int64), confidence=confidence, rng=random
+            )
+        for order in (*compiled.orders, *compiled.bound_orders):
+            release_order(order, {}, random, confidence)
+    except Exception as err:
+        raise InvalidParameter(
+            "Session.evaluate: the query's noise cannot be released at this budget "
+            f"({type(err).__name__}: {err}). Nothing was spent: use a budget closer to "
+            "the usual range (e.g. epsilon between 1e-6 and 1e3)."
+        ) from None
 
 
 def release(

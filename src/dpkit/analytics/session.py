@@ -57,7 +57,7 @@ from dpkit.analytics._ledger import Ledger, SpendRecord
 from dpkit.analytics._order import release_order, released_bounds
 from dpkit.analytics._partition import plan_partition
 from dpkit.analytics._plan import PartScope
-from dpkit.analytics._release import Explanation, QueryResult, explain, release
+from dpkit.analytics._release import Explanation, QueryResult, explain, rehearse, release
 from dpkit.analytics.engines import DuckDBEngine, Engine
 from dpkit.analytics.query import Query
 from dpkit.errors import (
@@ -625,6 +625,8 @@ class Session:
         if compiled.bounds_plan is not None:
             self._engine.prepare(compiled.bounds_plan, compiled.bound_orders)
         self._engine.prepare(compiled.plan, compiled.orders)
+        # ... and run every mechanism once on data-free inputs (public parameters only).
+        rehearse(compiled, confidence, random.spawn(1)[0])
         # 3. charge (atomic; refuses an overspend). From here on, nothing may fail: a
         # failure fails closed (dpkit.analytics._fail_closed).
         description = json.dumps({"query": repr(query)[:2000], "budget": repr(budget)})
