@@ -23,7 +23,9 @@ def test_seeded_generators_reproduce_and_differ() -> None:
 
 
 @pytest.mark.parametrize(
-    "seed", [7, np.int64(7), np.random.SeedSequence(7), np.random.default_rng(7)], ids=repr
+    "seed",
+    [7, np.int64(7), np.random.SeedSequence(7), np.random.default_rng(7)],
+    ids=["int", "np.int64", "SeedSequence", "Generator"],
 )
 def test_seed_kinds_give_insecure_generators(seed: object) -> None:
     with pytest.warns(dp.InsecureRandomWarning):
@@ -31,7 +33,9 @@ def test_seed_kinds_give_insecure_generators(seed: object) -> None:
     assert rng.secure is False
 
 
-@pytest.mark.parametrize("bad", [-1, 1.5, "seed", True, object()], ids=repr)
+@pytest.mark.parametrize(
+    "bad", [-1, 1.5, "seed", True, object()], ids=["-1", "1.5", "str", "True", "object"]
+)
 def test_bad_rng_is_rejected(bad: object) -> None:
     with pytest.raises(dp.InvalidParameter):
         as_random(bad)  # type: ignore[arg-type]

@@ -62,6 +62,16 @@ def _as_integer(value: object) -> int | None:
     return None
 
 
+def _datetime(value: object, type_name: str, column: str, owner: str) -> dt.datetime:
+    """A datetime key given as a datetime or an ISO string."""
+    if not isinstance(value, dt.datetime | str):
+        raise _refuse(value, type_name, column, owner, "it is not a datetime.datetime")
+    try:
+        return value if isinstance(value, dt.datetime) else dt.datetime.fromisoformat(value)
+    except ValueError:
+        raise _refuse(value, type_name, column, owner, "it is not an ISO timestamp") from None
+
+
 def canonical_key(value: object, type_name: str, column: str, owner: str) -> Any:
     """The canonical Python value of ``value`` as a key of a column of ``type_name``.
 
@@ -137,24 +147,14 @@ def canonical_key(value: object, type_name: str, column: str, owner: str) -> Any
         if to_python is not None:
             value = to_python()
     if upper == "TIMESTAMP":
-        if not isinstance(value, dt.datetime | str):
-            raise _refuse(value, type_name, column, owner, "it is not a datetime.datetime")
-        try:
-            stamp = value if isinstance(value, dt.datetime) else dt.datetime.fromisoformat(value)
-        except ValueError:
-            raise _refuse(value, type_name, column, owner, "it is not an ISO timestamp") from None
+        stamp = _datetime(value, type_name, column, owner)
         if stamp.tzinfo is not None:
             raise _refuse(value, type_name, column, owner, "a TIMESTAMP has no time zone")
         return stamp
     if upper == "TIMESTAMP WITH TIME ZONE":
         # An instant: the key must say which one. A naive datetime would be read in
         # some time zone (the driver's, the session's) that the analyst does not see.
-        if not isinstance(value, dt.datetime | str):
-            raise _refuse(value, type_name, column, owner, "it is not a datetime.datetime")
-        try:
-            stamp = value if isinstance(value, dt.datetime) else dt.datetime.fromisoformat(value)
-        except ValueError:
-            raise _refuse(value, type_name, column, owner, "it is not an ISO timestamp") from None
+        stamp = _datetime(value, type_name, column, owner)
         if stamp.tzinfo is None or stamp.utcoffset() is None:
             raise _refuse(
                 value, type_name, column, owner, "an instant needs a time zone (e.g. UTC)"
