@@ -461,3 +461,29 @@ def test_demo_follows_the_same_conventions(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setattr(webbrowser, "get", no_browser)
     result = runner.invoke(app, ["demo", "--people", "500", "--open"])
     assert result.exit_code == 2 and "no web browser" in result.stderr
+
+
+# ------------------------------------------------------------------ outputs checked first
+
+
+@pytest.mark.parametrize("option", ["--json", "--report"])
+@pytest.mark.parametrize("where", ["missing-folder", "a-folder"])
+def test_an_output_that_cannot_be_written_is_refused_before_anything_is_spent(
+    csv_file: Path, tmp_path: Path, option: str, where: str
+) -> None:
+    # Issue 28: an unwritable --json path failed after the whole run had been charged.
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    target = {"missing-folder": tmp_path / "nope" / "out", "a-folder": folder}[where]
+    ledger = tmp_path / "ledger.db"
+    result = describe(
+        str(csv_file), "--privacy-unit", "person", "--ledger", str(ledger), option, str(target)
+    )
+    assert result.exit_code == 2, result.output
+    assert option in result.output
+    assert (
+        not ledger.exists()
+        or not Session.from_path(
+            csv_file, privacy_unit="person", budget=BUDGET, ledger=ledger
+        ).history
+    )

@@ -351,3 +351,24 @@ def test_overview_missing_share_is_post_processing_of_two_counts(
         "10.0%",
         "mean 4.25",
     )
+
+
+def test_a_negative_noisy_row_count_is_shown_clamped_at_zero(
+    sample_summary: DatasetSummary,
+) -> None:
+    # Issue 28: "Rows kept -114" in the header. Clamping is post-processing; the JSON
+    # keeps the raw estimate.
+    rows = Statistic(
+        name="rows", estimate=-114.0, ci_low=-300.0, ci_high=72.0, confidence=0.95, unit="rows"
+    )
+    summary = replace(sample_summary, rows_estimate=rows)
+    console = Console(record=True, width=200)
+    render_terminal(summary, console)
+    text = console.export_text()
+    header = next(line for line in text.splitlines() if "Rows" in line)
+    assert "-114" not in header and "-300" not in header and " 0" in header
+    page = html_report(summary)
+    start = page.index('<dl class="facts">')
+    facts = page[start : page.index("</dl>", start)]
+    assert "-114" not in facts and "\u2212114" not in facts
+    assert json.loads(to_json(summary))["rows_estimate"]["estimate"] == -114.0

@@ -497,7 +497,7 @@ def describe(
     if dropped is not None:
         notes.insert(1, dropped)
     if persons is not None:
-        notes.insert(0, f"Persons (private estimate): {_interval_text(persons)}.")
+        notes.insert(0, f"Persons (private estimate): {_count_text(persons)}.")
     spent, guarantee, selection = _run_guarantee(session, first_record)
     if selection > 0:
         notes.append(
@@ -1117,11 +1117,14 @@ def _not_integer_valued_note(sql_type: str, fractional: Statistic) -> str:
     )
 
 
-def _interval_text(statistic: Statistic) -> str:
-    text = f"{statistic.estimate:,.0f}"
+def _count_text(statistic: Statistic) -> str:
+    """A noisy count as shown: clamped at 0 (post-processing; the JSON keeps the raw
+    value), with its interval clamped alike."""
+    text = f"{max(0.0, statistic.estimate):,.0f}"
     if statistic.ci_low is not None and statistic.ci_high is not None:
         level = round(100 * (statistic.confidence or 0.0))
-        text += f" ({level}% CI {statistic.ci_low:,.0f} to {statistic.ci_high:,.0f})"
+        low, high = max(0.0, statistic.ci_low), max(0.0, statistic.ci_high)
+        text += f" ({level}% CI {low:,.0f} to {high:,.0f})"
     return text
 
 

@@ -23,6 +23,7 @@ Conventions (docs/cli-describe.md):
 from __future__ import annotations
 
 import json
+import os
 import webbrowser
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -45,7 +46,14 @@ from dpkit.errors import EngineError, InvalidParameter
 if TYPE_CHECKING:
     from dpkit.report.model import DatasetSummary
 
-__all__ = ["ENGINE_MESSAGE", "JsonErrorsCommand", "Output", "check_browser", "json_target"]
+__all__ = [
+    "ENGINE_MESSAGE",
+    "JsonErrorsCommand",
+    "Output",
+    "check_browser",
+    "check_writable",
+    "json_target",
+]
 
 #: What is said of an engine failure: what failed, never what the engine said.
 ENGINE_MESSAGE = (
@@ -165,6 +173,22 @@ def check_browser(open_report: bool, report: Path | None) -> None:
             "the BROWSER environment variable to one). Run without --open and open "
             f"{str(report)!r} yourself."
         ) from None
+
+
+def check_writable(path: Path | None, option: str) -> None:
+    """Refuse an output file that cannot be written, before anything is spent (a JSON
+    path in a missing or read-only folder used to fail after the whole run was
+    charged; issue 28). ``None`` and ``-`` (standard output) pass."""
+    if path is None or str(path) == "-":
+        return
+    folder = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise InvalidParameter(f"{option}: {str(path)!r} is a folder; give a file name.")
+    if not folder.is_dir():
+        raise InvalidParameter(f"{option}: the folder {str(folder)!r} does not exist.")
+    target = path if path.exists() else folder
+    if not os.access(target, os.W_OK):
+        raise InvalidParameter(f"{option}: {str(target)!r} is not writable.")
 
 
 def write_outputs(

@@ -27,7 +27,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from dpkit.cli._output import Output, check_browser, write_outputs
+from dpkit.cli._output import Output, check_browser, check_writable, write_outputs
 from dpkit.errors import DataError, DPError, InsecureRandomWarning, InvalidParameter
 
 if TYPE_CHECKING:
@@ -307,8 +307,10 @@ def describe_command(
         csv = check_csv_options(
             encoding=encoding, delimiter=delimiter, na_values=na_values, owner="dpkit describe"
         )
+        check_writable(None if json_out is None else Path(json_out), "--json")
         if not dry_run:
             check_browser(open_report, report)
+            check_writable(report, "--report")
         session = open_session(
             data,
             budget=budget,

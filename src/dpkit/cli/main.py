@@ -15,7 +15,13 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from dpkit.cli._output import JsonErrorsCommand, Output, check_browser, write_outputs
+from dpkit.cli._output import (
+    JsonErrorsCommand,
+    Output,
+    check_browser,
+    check_writable,
+    write_outputs,
+)
 from dpkit.cli.account import account_app
 from dpkit.cli.audit import audit_command
 from dpkit.cli.describe import budget_from_options, describe_command, summarise
@@ -90,6 +96,8 @@ def demo(
     target = report if report is not None else Path("dpkit-demo-report.html")
     try:
         check_browser(open_report, target)
+        check_writable(target, "--report")
+        check_writable(None if json_out is None else Path(json_out), "--json")
         session = _demo_session(people, budget_from_options(epsilon, delta, None), seed)
         summary = summarise(
             session,

@@ -141,9 +141,10 @@ def _header(summary: DatasetSummary) -> str:
     ]
     rows = summary.rows_estimate
     if rows is not None:
-        text = format_value(rows.estimate, rows.unit)
-        if rows.confidence is not None and rows.ci_low is not None:
-            ci = format_interval(rows.ci_low, rows.ci_high, rows.unit)
+        # Clamped at 0 for display (post-processing); the JSON keeps the raw counts.
+        text = format_value(shown_count(rows.estimate), rows.unit)
+        if rows.confidence is not None and rows.ci_low is not None and rows.ci_high is not None:
+            ci = format_interval(shown_count(rows.ci_low), shown_count(rows.ci_high), rows.unit)
             text += f" ({rows.confidence:.0%} CI {ci})"
         facts.append((rows_label(summary), text))
     facts.append(("Created", summary.created.isoformat(timespec="seconds")))

@@ -49,9 +49,10 @@ def _header(summary: DatasetSummary) -> Panel:
     if summary.rows_estimate is not None:
         rows = summary.rows_estimate
         lines.append(f"{rows_label(summary)}: ", style="bold")
-        lines.append(format_value(rows.estimate, rows.unit))
-        if rows.ci_low is not None and rows.confidence is not None:
-            ci = format_interval(rows.ci_low, rows.ci_high, rows.unit)
+        # Clamped at 0 for display (post-processing); the JSON keeps the raw counts.
+        lines.append(format_value(shown_count(rows.estimate), rows.unit))
+        if rows.ci_low is not None and rows.ci_high is not None and rows.confidence is not None:
+            ci = format_interval(shown_count(rows.ci_low), shown_count(rows.ci_high), rows.unit)
             lines.append(f"  {rows.confidence:.0%} CI {ci}")
         lines.append("\n")
     lines.append("Created: ", style="bold").append(summary.created.isoformat(timespec="seconds"))
