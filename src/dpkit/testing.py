@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 import math
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -34,6 +34,7 @@ __all__ = [
     "check_accountant",
     "check_mechanism",
     "seeded",
+    "session_transcript",
 ]
 
 #: Default false-failure rate of every statistical assertion.
@@ -46,6 +47,26 @@ def seeded(seed: int) -> Random:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InsecureRandomWarning)
         return as_random(seed)
+
+
+def session_transcript(session: Any, queries: Sequence[Any], *, budget: object) -> list[str]:
+    """What an analyst observes from ``session``: per query, ``"ok"`` or the dpkit
+    error's class and text, then what the Session has spent.
+
+    The Session's threat model says this may depend on the schema and public parameters
+    only: run the same queries on two neighbouring tables and compare the transcripts
+    (tests/adversarial does, for every attack). Errors that are not dpkit's propagate:
+    they are bugs.
+    """
+    seen = []
+    for query in queries:
+        try:
+            session.evaluate(query, budget=budget)
+            seen.append("ok")
+        except DPError as err:
+            seen.append(f"{type(err).__name__}: {err}")
+    seen.append(f"spent {session.spent!r}")
+    return seen
 
 
 def assert_pmf(

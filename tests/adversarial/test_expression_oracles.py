@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 
 import dpkit as dp
 from dpkit.analytics import Query
+from dpkit.testing import session_transcript
 
 #: One tiny budget per query: noise is huge, which does not matter -- only whether the
 #: query fails is observed.
@@ -46,15 +47,7 @@ def staff(salary_of_alice: float | None, *, visits_of_bob: int = 3) -> pd.DataFr
 def transcript(frame: pd.DataFrame, queries: list[Query], *, unit: str | None = None) -> list[str]:
     """What the attacker observes: per query, 'ok' or the exception's type and text."""
     session = dp.Session.from_pandas(frame, privacy_unit=unit, budget=dp.PureDP(1.0), rng=0)
-    seen = []
-    for query in queries:
-        try:
-            session.evaluate(query, budget=TINY)
-            seen.append("ok")
-        except dp.DPError as err:
-            seen.append(f"{type(err).__name__}: {err}")
-    seen.append(f"spent {session.spent!r}")
-    return seen
+    return session_transcript(session, queries, budget=TINY)
 
 
 def bisection_queries(make: Callable[[int], str], low: int = 0, high: int = 2**21) -> list[Query]:

@@ -31,6 +31,7 @@ import pytest
 import dpkit as dp
 from dpkit.analytics import Query
 from dpkit.errors import DataError
+from dpkit.testing import session_transcript
 
 TINY = dp.PureDP(1e-6)
 #: Thresholds of the attacker's bisection on alice's salary (52,000 in the tables).
@@ -69,15 +70,7 @@ def transcript(open_session: Callable[[Path], dp.Session], ledger: Path) -> list
     except dp.DPError as err:
         assert BAD not in str(err)  # no row value in the message
         return [f"created: {type(err).__name__}", f"ledger written: {ledger.exists()}"]
-    seen = ["created"]
-    for query in queries():
-        try:
-            session.evaluate(query, budget=TINY)
-            seen.append("ok")
-        except dp.DPError as err:
-            seen.append(f"{type(err).__name__}: {err}")
-    seen.append(f"spent {session.spent!r}")
-    return seen
+    return ["created", *session_transcript(session, list(queries()), budget=TINY)]
 
 
 def check(

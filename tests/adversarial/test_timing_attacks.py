@@ -34,6 +34,7 @@ from dpkit.analytics._expr import (
     pattern_states,
 )
 from dpkit.errors import EngineError, InvalidParameter
+from dpkit.testing import session_transcript
 
 TINY = dp.PureDP(1e-9)
 SECRET = "name = 'alice' AND salary >= {t}"
@@ -59,16 +60,8 @@ NEIGHBOURS = (52_000.0, 30_000.0, None)  # qualifies, does not qualify, absent
 
 def transcript(session: dp.Session, queries: list[Query]) -> list[str]:
     """What the attacker sees: per query 'ok' or the error's type and text; then what
-    remains of the budget."""
-    seen = []
-    for query in queries:
-        try:
-            session.evaluate(query, budget=TINY)
-            seen.append("ok")
-        except dp.DPError as err:
-            seen.append(f"{type(err).__name__}: {err}")
-    seen.append(f"remaining {session.remaining!r}")
-    return seen
+    the Session spent."""
+    return session_transcript(session, queries, budget=TINY)
 
 
 def on_duckdb(queries: list[Query]) -> list[str]:
@@ -83,7 +76,7 @@ def on_duckdb(queries: list[Query]) -> list[str]:
 def refused_before_the_charge(seen: list[str], error: type[Exception], match: str) -> None:
     assert all(outcome.startswith(f"{error.__name__}: ") for outcome in seen[:-1]), seen
     assert all(match in outcome for outcome in seen[:-1]), seen
-    assert seen[-1] == f"remaining {dp.PureDP(1.0)!r}"
+    assert seen[-1] == f"spent {dp.PureDP(0.0)!r}"
 
 
 def gated(value: str, t: int) -> str:
