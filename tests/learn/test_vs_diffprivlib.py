@@ -12,8 +12,8 @@ Stated test (issue 16): for each model, table and epsilon in {0.5, 1, 3}, 20 pai
   rejected when at least 18 of the 20 seeds have D > -0.01 (level 2.0e-4).
 
 Power check: the same classifier test does not pass a constant (majority-class)
-classifier against diffprivlib. Every case runs by default (about 20 s per epsilon for
-logistic regression on an idle machine).
+classifier against diffprivlib. Every case runs by default except logistic regression
+at epsilon 0.5 and 3 (about 20 s each on an idle machine), which run with --runslow.
 
 Both libraries get the same public information: feature bounds (Adult: its public
 bounds, as in :func:`dpkit.data.load_adult_features`; the scikit-learn tables: the
@@ -143,8 +143,19 @@ def paired_scores(model: str, table: str, epsilon: float) -> tuple[np.ndarray, n
 
 
 def _cases() -> list[Any]:
+    # Logistic regression at epsilon 0.5 and 3 runs with --runslow only: ~40 s each on
+    # two busy workers, and the default run must stay under 15 minutes on 2 cores; its
+    # epsilon 1 case, and every other model at every epsilon, run by default.
+    slow = [pytest.mark.slow]
     return [
-        pytest.param(model, table, margin, epsilon, id=f"{model}-{table}-{epsilon}")
+        pytest.param(
+            model,
+            table,
+            margin,
+            epsilon,
+            id=f"{model}-{table}-{epsilon}",
+            marks=slow if model == "LogisticRegression" and epsilon != 1.0 else [],
+        )
         for model, table, margin in CASES
         for epsilon in EPSILONS
     ]
