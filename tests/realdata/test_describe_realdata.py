@@ -216,7 +216,7 @@ def _percentiles(column: object) -> list[tuple[float, float]]:
     out = []
     for stat in column.statistics:  # type: ignore[attr-defined]
         name = stat.name
-        if name.startswith("p") and name[1:].replace(".", "").isdigit():
+        if name.startswith("p") and name[1:].replace(".", "").isdigit() and not stat.withheld:
             out.append((float(name[1:]), stat.estimate))
     return sorted(out)
 
@@ -228,7 +228,9 @@ def inconsistencies(summary: DatasetSummary) -> list[str]:
         values = [v for _, v in levels]
         if any(b < a for a, b in itertools.pairwise(values)):
             found.append(f"{column.name}: percentiles not monotone {values}")
-        maxima = [s.estimate for s in column.statistics if s.name.startswith("max")]
+        maxima = [
+            s.estimate for s in column.statistics if s.name.startswith("max") and not s.withheld
+        ]
         if maxima and values and values[-1] > maxima[0] + 1e-9 * max(1.0, abs(maxima[0])):
             found.append(
                 f"{column.name}: p{levels[-1][0]:g} {values[-1]:.4g} > max {maxima[0]:.4g}"
@@ -380,7 +382,7 @@ def median_ranks(table: Table, summary: DatasetSummary) -> list[Interval]:
         if not pd.api.types.is_numeric_dtype(values) or values.notna().sum() < 100:
             continue
         for stat in column.statistics:
-            if stat.name != "p50":
+            if stat.name != "p50" or stat.withheld:
                 continue
             data = values.dropna().astype(float).to_numpy()
             # The statement is for the data rounded to the release's grid (each value
@@ -389,12 +391,9 @@ def median_ranks(table: Table, summary: DatasetSummary) -> list[Interval]:
             below = float(np.mean(data < stat.estimate - rounding))
             at_or_below = float(np.mean(data <= stat.estimate + rounding))
             rank = min(max(0.5, below), at_or_below)  # nearest point of [below, at_or_below]
-            match = re.search(r"±([0-9,]+) of about ([0-9,]+) values", stat.caveat)
-            bound = (
-                float(match.group(1).replace(",", "")) / float(match.group(2).replace(",", ""))
-                if match
-                else 0.05
-            )
+            # The statement, as numbers: rank_radius ranks of rank_count values.
+            assert stat.rank_radius is not None and stat.rank_count, stat
+            bound = stat.rank_radius / stat.rank_count
             out.append(
                 Interval(table.name, column.name, "p50 rank", 0.5 - bound, 0.5 + bound, 0.95, rank)
             )

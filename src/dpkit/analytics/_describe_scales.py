@@ -10,6 +10,7 @@ schema, public ranges) and released values, never data.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -29,10 +30,30 @@ HISTOGRAM_BINS = 20
 _INTEGER_TYPES = tuple(t for t in NUMBER_TYPES if t.endswith(("INT", "INTEGER")))
 
 
-def _magnitude_edges() -> list[float]:
-    """Public bin edges: 0 and +-2^k for k in [-20, 62] (values beyond go to the end bins)."""
-    positive = [2.0**k for k in range(-20, 63)]
+def _magnitude_edges(integer: bool = False) -> list[float]:
+    """Public bin edges: 0 and +-2^k for k in [-20, 62] (values beyond go to the end bins).
+
+    For integer columns the fractional edges are left out (k >= 0 only): then 0, 1, 2-3
+    and 4-7 fall in *adjacent* bins ``[0, 1)``, ``[1, 2)``, ``[2, 4)``, ``[4, 8)`` (and
+    -1 in ``[-1, 0)``), so the windows of :func:`occupied_bins` can join a small integer
+    scale's values, where 20 empty fractional bins would separate 0 from 1 (issue 28: a
+    0-7 scale got the range [4, 7]).
+    """
+    positive = [2.0**k for k in range(0 if integer else -20, 63)]
     return [-x for x in reversed(positive)] + [0.0] + positive
+
+
+def integer_bins(edges: Sequence[float]) -> list[int]:
+    """Indices of the bins of :func:`_magnitude_edges` (with fractions) in which an
+    integer can fall: ``[-2^(k+1), -2^k)`` for k >= 0 (``[-1, -0.5)`` holds -1),
+    ``[0, 2^-20)`` (holds 0) and ``[2^k, 2^(k+1))`` for k >= 0. Run on these bins
+    alone, the windows of :func:`occupied_bins` join integer values stored as
+    DOUBLE (0/1 flags, 0-7 scores) as they do for integer types."""
+    kept = []
+    for i, (a, b) in enumerate(itertools.pairwise(edges)):
+        if a >= 1.0 or b <= -1.0 or a == -1.0 or a == 0.0:
+            kept.append(i)
+    return kept
 
 
 def consistent_order_statistics(
@@ -66,6 +87,7 @@ def consistent_order_statistics(
 def _whole_days(statistic: Statistic) -> Statistic:
     """A date statistic rounded to whole days (its interval widened outwards)."""
     low, high = statistic.ci_low, statistic.ci_high
+    assert statistic.estimate is not None  # a released mean
     return replace(
         statistic,
         estimate=round(statistic.estimate / _DAY) * _DAY,
@@ -115,7 +137,7 @@ class _Scale:
 
     def range_edges(self) -> list[float]:
         if not self.date:
-            return _magnitude_edges()
+            return _magnitude_edges(self.integer)
         start, stop = (_to_day(v) for v in self.date_range)
         first = start.astype("datetime64[Y]") - 1
         last = stop.astype("datetime64[Y]") + 1
@@ -270,9 +292,19 @@ def _calendar_edges(lo: float, hi: float) -> list[float]:
 
 #: Widths (in bins) of the windows whose summed noisy counts also mark bins occupied.
 RANGE_WINDOWS = (1, 2, 4, 8)
+#: Wider windows, tried only when no bin or window above is occupied: values spread
+#: thinly over many power-of-two bins (1,566 small values straddling 0 were "too few
+#: values" in issue 28). They may stretch the range over bins that are empty, which a
+#: range found at all is worth; a range found by the narrow windows never uses them.
+RANGE_FALLBACK_WINDOWS = (16, 32, 64)
 
 
-def occupied_bins(counts: npt.ArrayLike, se: npt.ArrayLike, z: float) -> list[int]:
+def occupied_bins(
+    counts: npt.ArrayLike,
+    se: npt.ArrayLike,
+    z: float,
+    windows: Sequence[int] = RANGE_WINDOWS,
+) -> list[int]:
     """Indices of the public bins a range should cover, from their noisy counts
     (post-processing only).
 
@@ -288,7 +320,7 @@ def occupied_bins(counts: npt.ArrayLike, se: npt.ArrayLike, z: float) -> list[in
     count = np.asarray(counts, dtype=np.float64)
     variance = np.asarray(se, dtype=np.float64) ** 2
     occupied = np.zeros(count.size, dtype=bool)
-    for width in RANGE_WINDOWS:
+    for width in windows:
         if width > count.size:
             break
         free_count = np.where(occupied, 0.0, count)

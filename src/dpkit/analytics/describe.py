@@ -54,12 +54,26 @@ from scipy.stats import norm
 from dpkit.accounting._math.rounding import fraction_up
 from dpkit.accounting.guarantees import ZCDP, ApproxDP, Guarantee, PureDP
 from dpkit.analytics._describe_scales import (
+    RANGE_FALLBACK_WINDOWS,
     RANGE_WINDOWS,
     _Scale,
     _whole_days,
     consistent_order_statistics,
+    integer_bins,
     is_integer_type,
     occupied_bins,
+)
+from dpkit.analytics._describe_stages import (
+    MAX_ROWS_LADDER,
+    WITHHOLD_FRACTION,
+    OrderAccuracy,
+    OrderChoice,
+    categories_possible,
+    choose_order_statistics,
+    common_alerts,
+    max_rows_from_counts,
+    missing_share,
+    numeric_alerts,
 )
 from dpkit.analytics.engines import NUMBER_TYPES
 from dpkit.analytics.query import Query
@@ -111,9 +125,23 @@ FEW_MEAN_SHARE, FEW_COUNTS_SHARE = 0.25, 0.6
 INTEGER_CHECK_SHARE = 0.05
 INTEGER_CHECK_FALSE = 1e-3
 INTEGER_CHECK_Z = float(norm.isf(INTEGER_CHECK_FALSE))
+#: A column whose range came out [0, 1] is labelled "share of 1" only when its count of
+#: values outside [0, 1] and its under- and overflow bins are each at most this many
+#: standard errors (a 0/1 column passes all three with probability ~1 - 1e-5; a
+#: population column whose range came out [0, 1] fails: issue 28). Otherwise its mean
+#: is labelled "mean clamped to [0, 1]".
+ZERO_ONE_Z = 4.5
 #: With a privacy unit: the share of the rows' budget that counts rows at DROPPED_FACTOR
 #: times ``max_rows`` per person, to estimate how many rows the bound dropped.
 DROPPED_SHARE, DROPPED_FACTOR = 0.25, 10
+#: With a privacy unit and no ``max_rows``: the share of the budget that chooses it
+#: (counts of rows kept at growing bounds; :meth:`_Runner.choose_max_rows`).
+MAX_ROWS_SHARE = 0.05
+#: A text column's share spent first on a count of its values and of its distinct
+#: values: a column in which no category can reach the selection threshold (an
+#: identifier, a free-text field) is then skipped and the rest of its share goes to the
+#: other columns (issue 28: such columns took 37% and 58% of two tables' budgets).
+PRECHECK_SHARE = 0.1
 #: Per-column weights (``describe(weights=...)``) may differ from each other and from the
 #: row count's weight 1 by at most this factor: a share a million times smaller than
 #: another would be pure noise.
@@ -474,17 +502,37 @@ def describe(
     tell = progress or (lambda _label: None)
     runner = _Runner(session, plan, shares, confidence)
     first_record = len(session.history)
+    notes: list[str] = []
 
+    # Stage 1: the bound on rows per person (when not given), then the counts of rows
+    # and persons. Everything after is planned from these releases (post-processing).
+    if session.privacy_unit is not None and max_rows is None:
+        tell("max_rows")
+        shares.shrink(1.0 - MAX_ROWS_SHARE)
+        _, chosen_note, unspent = runner.choose_max_rows(MAX_ROWS_SHARE)
+        shares.reallocate({}, unspent)
+        notes.append(chosen_note)
+        plan = runner.plan
     tell("rows")
     rows_estimate, persons, dropped = runner.rows()
+
+    # Stage 2: text columns that cannot release a category at this size are skipped
+    # (free, from the rows' release and the selection threshold, or after a cheap
+    # count of distinct values), and their shares go to the other columns.
+    skipped = runner.precheck_categories(tell)
+    shares.reallocate({name: fraction for name, (_, fraction) in skipped.items()})
+
+    # Stage 3: every other column, on its (possibly larger) share.
     summaries: list[ColumnSummary] = []
     for name, kind in plan.columns:
         tell(name)
-        if kind == "categorical":
+        if name in skipped:
+            summaries.append(skipped[name][0])
+        elif kind == "categorical":
             summaries.append(runner.categorical(name, top))
         else:
             summaries.append(runner.numeric(name, kind, tell))
-    notes = [f"{name}: skipped ({reason})" for name, reason in plan.skipped]
+    notes.extend(f"{name}: skipped ({reason})" for name, reason in plan.skipped)
     if any(w != 1.0 for w in plan.weights):
         notes.append(_weights_note(plan))
     if plan.max_rows is not None:
@@ -498,6 +546,7 @@ def describe(
         notes.insert(1, dropped)
     if persons is not None:
         notes.insert(0, f"Persons (private estimate): {_count_text(persons)}.")
+    alerts = _dataset_alerts(summaries)
     spent, guarantee, selection = _run_guarantee(session, first_record)
     if selection > 0:
         notes.append(
@@ -517,7 +566,26 @@ def describe(
         requested=session.budget,
         guarantee=guarantee,
         max_rows=plan.max_rows,
+        alerts=tuple(alerts),
     )
+
+
+def _dataset_alerts(columns: Sequence[ColumnSummary]) -> list[str]:
+    """Dataset-level flags: columns that used budget and released nothing, columns
+    whose percentiles were withheld (post-processing of the column summaries)."""
+    alerts = []
+    nothing = [c.name for c in columns if "used budget, released nothing" in c.alerts]
+    withheld = [c.name for c in columns if "percentiles withheld at this n" in c.alerts]
+    numeric = [c for c in columns if c.kind != "categorical"]
+    if numeric and len(withheld) > len(numeric) / 2:
+        alerts.append(
+            f"Percentiles withheld in {len(withheld)} of {len(numeric)} numeric and date "
+            "columns: this table is small for this many columns at this budget (a larger "
+            "budget, or fewer columns with --columns, would release them)."
+        )
+    if nothing:
+        alerts.append(f"Used budget and released nothing: {', '.join(nothing)}.")
+    return alerts
 
 
 def _weights_note(plan: DescribePlan) -> str:
@@ -562,7 +630,7 @@ class _Shares:
         self._columns = {name: s for (name, _), s in zip(plan.columns, plan.shares, strict=True)}
         self.lines: list[BudgetShare] = []
         # The Session's query currency: PureDP for PureDP budgets, ZCDP otherwise.
-        self._currency = session.remaining
+        self.currency = session.remaining
 
     def of(self, column: str) -> float:
         """The fraction of the total budget given to ``column``."""
@@ -570,13 +638,37 @@ class _Shares:
 
     def take(self, fraction: float, label: str, mechanism: str) -> Guarantee:
         """The guarantee worth ``fraction`` of the total, rounded down, recorded."""
-        part = _scaled(self._currency, fraction)
+        part = _scaled(self.currency, fraction)
         self.lines.append(BudgetShare(label, part, mechanism, fraction))
         return part
 
     def skip(self, fraction: float, label: str) -> None:
         """Record a share left unspent (it stays in the Session)."""
-        self.lines.append(BudgetShare(label, _scaled(self._currency, fraction), "unspent", 0.0))
+        self.lines.append(BudgetShare(label, _scaled(self.currency, fraction), "unspent", 0.0))
+
+    def shrink(self, factor: float) -> None:
+        """Scale every share not yet spent by ``factor`` < 1 (rounded down): to make room
+        for a stage the plan did not count (the private choice of ``max_rows``)."""
+        self.share = math.nextafter(self.share * factor, 0.0)
+        self._columns = {n: math.nextafter(f * factor, 0.0) for n, f in self._columns.items()}
+
+    def reallocate(self, freed: Mapping[str, float], extra: float = 0.0) -> None:
+        """Drop the columns of ``freed`` (name -> the fraction of the budget they leave
+        unspent) and give those fractions, and ``extra``, to the other columns in
+        proportion to their shares (rounded down, so the total never grows): a decision
+        made from released numbers only (post-processing), so the new split is private
+        too."""
+        extra += sum(freed.values())
+        rest = {n: f for n, f in self._columns.items() if n not in freed}
+        total = sum(rest.values())
+        if total <= 0.0 or extra <= 0.0:
+            return
+        # Exact arithmetic, each share rounded down: the shares never add up to more.
+        grow = (Fraction(total) + Fraction(extra)) / Fraction(total)
+        self._columns = {
+            n: (_float_down(Fraction(f) * grow) if n in rest else 0.0)
+            for n, f in self._columns.items()
+        }
 
 
 def _amount(guarantee: Guarantee) -> float:
@@ -607,19 +699,23 @@ class _Runner:
         self, session: Session, plan: DescribePlan, shares: _Shares, confidence: float
     ) -> None:
         self._session = session
-        self._plan = plan
+        self.plan = plan
         self._shares = shares
         self._confidence = confidence
         self.secure = True
+        # Releases later stages plan from (post-processing).
+        self.rows_count: Statistic | None = None
+        self.persons_count: Statistic | None = None
+        self.prechecked: dict[str, float] = {}  # column -> fraction its pre-check spent
 
     def _query(self) -> Query:
         query = Query()
-        if self._plan.max_rows is not None:
-            query = query.bound(max_rows=self._plan.max_rows)
+        if self.plan.max_rows is not None:
+            query = query.bound(max_rows=self.plan.max_rows)
         return query
 
     def _grouped(self, query: Query) -> Query:
-        if self._plan.max_rows is not None:
+        if self.plan.max_rows is not None:
             query = query.bound(max_groups=MAX_GROUPS_PER_PERSON)
         return query
 
@@ -634,13 +730,42 @@ class _Runner:
     @property
     def _kept(self) -> str:
         """How counts of rows are labelled: rows kept, with a privacy unit."""
-        m = self._plan.max_rows
+        m = self.plan.max_rows
         return "" if m is None else f" kept (\u2264 {m} per person)"
+
+    def choose_max_rows(self, fraction: float) -> tuple[int, str, float]:
+        """A bound on rows per person, chosen privately with ``fraction`` of the budget:
+        noisy counts of rows kept at the bounds of :data:`MAX_ROWS_LADDER`, one at a time
+        until :func:`max_rows_from_counts` can decide (issue 28: one row per person no
+        longer gets ten times the noise of a fixed ``max_rows`` 10). Returns the bound,
+        a note, and the fraction of the budget the bounds not needed leave (it goes to
+        the columns)."""
+        each = fraction / len(MAX_ROWS_LADDER)
+        kept: list[float] = []
+        unspent = 0.0
+        for j, bound in enumerate(MAX_ROWS_LADDER):
+            budget = self._shares.take(each, f"rows at \u2264 {bound} per person", "count")
+            result = self._evaluate(Query().bound(max_rows=bound).count(name="rows"), budget)
+            kept.append(float(result.columns["rows"][0]))
+            chosen = max_rows_from_counts(kept)
+            if j > 0 and chosen < bound:
+                unspent = each * (len(MAX_ROWS_LADDER) - j - 1)
+                break
+        else:
+            chosen = MAX_ROWS_LADDER[-1]
+        self.plan = replace(self.plan, max_rows=chosen)
+        note = (
+            f"max_rows = {chosen} chosen privately ({fraction:.1%} of the budget): the "
+            f"smallest bound of {', '.join(map(str, MAX_ROWS_LADDER))} at which noisy counts "
+            "of rows kept show that about 90% of persons keep all their rows. Give "
+            "--max-rows to set it yourself."
+        )
+        return chosen, note, unspent
 
     def rows(self) -> tuple[Statistic, Statistic | None, str | None]:
         """The number of rows (at most ``max_rows`` per person) and of persons, and with
         a privacy unit a note on how many rows the bound dropped."""
-        m = self._plan.max_rows
+        m = self.plan.max_rows
         share = self._shares.share * (1.0 if m is None else 1.0 - DROPPED_SHARE)
         budget = self._shares.take(share, "rows, persons", "count")
         query = self._query().count(name="rows")
@@ -650,9 +775,11 @@ class _Runner:
         rows = _statistic(
             result, "rows", "rows" + self._kept, self._confidence, budget, unit="rows"
         )
+        self.rows_count = rows
         if m is None:
             return rows, None, None
         persons = _statistic(result, "persons", "persons", self._confidence, budget)
+        self.persons_count = persons
         return rows, persons, self._dropped(rows, m)
 
     def _dropped(self, kept: Statistic, m: int) -> str:
@@ -664,7 +791,7 @@ class _Runner:
         )
         result = self._evaluate(Query().bound(max_rows=big).count(name="rows"), budget)
         wide = _statistic(result, "rows", "rows", self._confidence, budget)
-        dropped = max(0.0, wide.estimate - kept.estimate)
+        dropped = max(0.0, _released(wide) - _released(kept))
         text = (
             f"Rows dropped by keeping \u2264 {m} per person: about {dropped:,.0f} (counting "
             f"rows up to {big} per person, so a lower estimate"
@@ -678,14 +805,104 @@ class _Runner:
             text += f"; {level:.0%} CI {low:,.0f} to {high:,.0f}"
         return text + f"; {DROPPED_SHARE:.0%} of the rows' share)."
 
+    def _selection_query(self, name: str) -> Query:
+        return self._grouped(
+            self._query().group_by(name, keys="private").count(name=count_name(name))
+        )
+
+    def _missing(self, values: Statistic) -> Statistic | None:
+        """The column's missing share (post-processing of the rows' and its count)."""
+        if self.rows_count is None:
+            return None
+        laplace = isinstance(self._shares.currency, PureDP)
+        return missing_share(self.rows_count, values, self._confidence, laplace=laplace)
+
+    def precheck_categories(
+        self, tell: Callable[[str], None]
+    ) -> dict[str, tuple[ColumnSummary, float]]:
+        """Text columns in which no category can pass key selection, each with its
+        summary (why it was skipped) and the fraction of the budget it leaves unspent.
+
+        From the released count of rows (or persons) alone when the selection threshold
+        exceeds it (nothing spent); otherwise :data:`PRECHECK_SHARE` of the column's
+        share releases the count of its values and of its distinct values, and
+        :func:`categories_possible` decides. A column kept keeps that count (for its
+        missing share) and runs selection on the rest of its share.
+        """
+        skipped: dict[str, tuple[ColumnSummary, float]] = {}
+        rows = self.persons_count if self.persons_count is not None else self.rows_count
+        assert rows is not None
+        rows_high = rows.ci_high if rows.ci_high is not None else rows.estimate or 0.0
+        for name, kind in self.plan.columns:
+            sql_type = self._session.columns[name]
+            if kind != "categorical" or sql_type.upper().startswith("BOOLEAN"):
+                continue
+            share = self._shares.of(name)
+            budget = _scaled(self._shares.currency, share * (1.0 - PRECHECK_SHARE))
+            found = self._session.explain(
+                self._selection_query(name), budget=budget, confidence=self._confidence
+            )
+            threshold = found.selection_threshold or 0
+            if threshold > rows_high:
+                reason = (
+                    f"too few rows for private key selection at this budget: a category "
+                    f"needs a noisy count of at least {threshold:,} and the table has about "
+                    f"{max(rows_high, 0.0):,.0f}"
+                )
+                skipped[name] = (self._skipped(name, sql_type, reason), share)
+                self._shares.skip(share, f"{name}: skipped (too few rows)")
+                continue
+            tell(f"{name} distinct values")
+            distinct = self._distinct(name, share * PRECHECK_SHARE)
+            # Point estimates (a heuristic on releases, so any rule is private): an
+            # identifier has about as many distinct values as rows, and the room left
+            # for repeated values is within noise of 0, far below the threshold.
+            room = _released(rows) - _released(distinct)
+            if categories_possible(_released(rows), _released(distinct), threshold) < 1.0:
+                reason = (
+                    f"likely an identifier: about {max(_released(distinct), 0.0):,.0f} "
+                    f"distinct values in about {max(_released(rows), 0.0):,.0f} rows leave room "
+                    f"for about {max(room, 0.0):,.0f} repeated values, and a category needs "
+                    f"a noisy count of at least {threshold:,} to be selected"
+                )
+                summary = self._skipped(name, sql_type, reason, ("likely identifier",))
+                skipped[name] = (summary, share * (1.0 - PRECHECK_SHARE))
+                self._shares.skip(share * (1.0 - PRECHECK_SHARE), f"{name}: skipped")
+            else:
+                self.prechecked[name] = share * PRECHECK_SHARE
+        return skipped
+
+    def _distinct(self, name: str, fraction: float) -> Statistic:
+        """A noisy count of a column's distinct (non-missing) values."""
+        budget = self._shares.take(fraction, f"{name}: distinct values", "count")
+        query = (
+            self._query()
+            .filter(f"{_quote(name)} IS NOT NULL")
+            .count_distinct(name, name="distinct")
+        )
+        result = self._evaluate(query, budget)
+        return _statistic(result, "distinct", "distinct values", self._confidence, budget)
+
+    def _skipped(
+        self, name: str, sql_type: str, reason: str, alerts: tuple[str, ...] = ()
+    ) -> ColumnSummary:
+        return ColumnSummary(
+            name,
+            "categorical",
+            notes=(f"Skipped: {reason}; its share went to the other columns.",),
+            sql_type=sql_type,
+            alerts=alerts,
+        )
+
     def categorical(self, name: str, top: int) -> ColumnSummary:
         sql_type = self._session.columns[name]
         if sql_type.upper().startswith("BOOLEAN"):
             return self.boolean(name, sql_type)
-        budget = self._shares.take(self._shares.of(name), name, "key selection + count")
+        # Its share, less what the pre-check spent (the share may have grown since).
+        share = self._shares.of(name) - self.prechecked.get(name, 0.0)
+        budget = self._shares.take(share, name, "key selection + count")
         c = count_name(name)
-        query = self._grouped(self._query().group_by(name, keys="private").count(name=c))
-        result = self._evaluate(query, budget)
+        result = self._evaluate(self._selection_query(name), budget)
         columns = result.columns
         order = np.argsort(-np.asarray(columns[c], dtype=np.float64), kind="stable")
         counts = []
@@ -704,8 +921,14 @@ class _Runner:
             f"{len(order)} categories passed private selection (threshold "
             f"{result.selection_threshold}); the {min(top, len(order))} largest are shown.",
         )
+        alerts = () if len(order) else ("used budget, released nothing",)
         return ColumnSummary(
-            name, "categorical", top_categories=tuple(counts), notes=notes, sql_type=sql_type
+            name,
+            "categorical",
+            top_categories=tuple(counts),
+            notes=notes,
+            sql_type=sql_type,
+            alerts=alerts,
         )
 
     def boolean(self, name: str, sql_type: str) -> ColumnSummary:
@@ -724,8 +947,8 @@ class _Runner:
             result, "count", "count", self._confidence, budget, unit="values" + self._kept
         )
         share = _statistic(result, "share", "share true", self._confidence, budget)
-        p = min(1.0, max(0.0, share.estimate))
-        n = max(0.0, count.estimate)
+        p = min(1.0, max(0.0, _released(share)))
+        n = max(0.0, _released(count))
         # Post-processing of the two releases (no interval of their own).
         categories = (CategoryCount("true", n * p), CategoryCount("false", n * (1.0 - p)))
         notes = (
@@ -733,6 +956,7 @@ class _Runner:
             "count of non-missing values; the category counts are their product "
             "(post-processing, no interval).",
         )
+        missing = self._missing(count)
         return ColumnSummary(
             name,
             "categorical",
@@ -740,12 +964,14 @@ class _Runner:
             top_categories=categories,
             notes=notes,
             sql_type=sql_type,
+            missing=missing,
+            alerts=tuple(common_alerts((), missing)),
         )
 
     def numeric(self, name: str, kind: ColumnKind, tell: Callable[[str], None]) -> ColumnSummary:
         """Range, count, percentiles, max, clamped mean and histogram of one column."""
         sql_type = self._session.columns[name]
-        scale = _Scale.of(sql_type, self._plan.date_range)
+        scale = _Scale.of(sql_type, self.plan.date_range)
         base = self._query()
         column = name
         if scale.date:
@@ -761,7 +987,13 @@ class _Runner:
         if found is None:
             notes.append("Too few values for a range at this budget: nothing more released.")
             self._shares.skip(share * (1 - RANGE_SHARE), f"{name}: not spent")
-            return ColumnSummary(name, kind, notes=tuple(notes), sql_type=sql_type)
+            return ColumnSummary(
+                name,
+                kind,
+                notes=tuple(notes),
+                sql_type=sql_type,
+                alerts=("used budget, released nothing",),
+            )
         low, high, rule = found
         # 2. A non-integer type with few integers in its range: are the values integers?
         #    (Decided from the schema, the range release and a noisy count.)
@@ -827,23 +1059,33 @@ class _Runner:
         se = np.asarray(result.columns["count_se"], dtype=np.float64)
         order = np.argsort(np.asarray(result.columns[f"{column}_bin"]), kind="stable")
         counts, se = counts[order], se[order]
+        # Integer values stored in a non-integer type: the windows also run over the
+        # bins integers fall in, which joins 0, 1, 2-3 across the fractional bins.
+        passes = [list(range(len(counts)))]
+        if not scale.integer and not scale.date:
+            passes.append(integer_bins(edges))
         z = _range_z(isinstance(self._session.budget, PureDP))
-        occupied = occupied_bins(counts, se, z)
+        occupied = _occupied(counts, se, z, passes, RANGE_WINDOWS)
+        widths: tuple[int, ...] = RANGE_WINDOWS
+        if not occupied:
+            occupied = _occupied(counts, se, z, passes, RANGE_FALLBACK_WINDOWS)
+            widths = RANGE_FALLBACK_WINDOWS
         if not occupied:
             return None
         rule = (
             f"{scale.range_rule} whose noisy count of persons, alone or summed over up to "
-            f"{RANGE_WINDOWS[-1]} adjacent bins, exceeds {z:.3g} standard errors"
+            f"{widths[-1]} adjacent bins, exceeds {z:.3g} standard errors"
         )
         return edges[occupied[0]], edges[occupied[-1] + 1], rule
 
     def _count_mean(
         self, column: str, base: Query, bounds: tuple[float, float], budget: Guarantee, unit: str
-    ) -> tuple[Statistic, Statistic]:
-        """The count of values, their mean clamped to ``bounds``, and next to the mean how
-        many values the clamping may move: a noisy count of the values outside
-        ``bounds`` (an indicator's sum, :data:`OUTSIDE_WEIGHT` of this query's budget),
-        whose upper confidence limit over the count's lower one is stated."""
+    ) -> tuple[Statistic, Statistic, Statistic, float]:
+        """The count of values, their mean clamped to ``bounds``, a noisy count of the
+        values outside ``bounds`` (an indicator's sum, :data:`OUTSIDE_WEIGHT` of this
+        query's budget), and the estimated share of values the clamping moves. Next to
+        the mean, the share it may move: that count's upper confidence limit over the
+        count's lower one."""
         x = _quote(column)
         low, high = (repr(float(b)) for b in bounds)
         flagged, outside = self._derive(
@@ -863,11 +1105,14 @@ class _Runner:
         mean = _statistic(result, "mean", "mean", self._confidence, budget, unit=unit)
         out = _statistic(result, "outside", "outside", self._confidence, budget)
         if out.ci_high is not None and count.ci_low is not None:
-            share = min(1.0, max(0.0, out.ci_high) / max(count.ci_low, 1.0))
+            most = min(1.0, max(0.0, out.ci_high) / max(count.ci_low, 1.0))
             mean = replace(
-                mean, caveat=f"clamping to the range may move up to {share:.1%} of the values"
+                mean, caveat=f"clamping to the range may move up to {most:.1%} of the values"
             )
-        return count, mean
+        # The Overview's flag uses the point estimate: at small budgets the upper
+        # limit above is large for every column, and a flag on all says nothing.
+        moved = min(1.0, max(0.0, _released(out)) / max(_released(count), 1.0))
+        return count, mean, out, moved
 
     def _few_values(
         self,
@@ -889,9 +1134,7 @@ class _Runner:
         first, last = scale.support_bounds(low, high)
         budget = self._shares.take(share * FEW_MEAN_SHARE, f"{name}: count, mean", "count, mean")
         bounds = (first, last) if last > first else (first, first + 1.0)
-        count, mean = self._count_mean(column, base, bounds, budget, "")
-        if first == 0.0 and last == 1.0:
-            mean = replace(mean, name="share of 1 (mean)")
+        count, mean, outside, moved = self._count_mean(column, base, bounds, budget, "")
         edges = [first - 1.0, *np.arange(first, last + 2.0).tolist(), last + 2.0]
         counted, values = column, base
         if not is_integer_type(sql_type):
@@ -903,10 +1146,19 @@ class _Runner:
             )
         budget = self._shares.take(share * FEW_COUNTS_SHARE, f"{name}: counts per value", "counts")
         histogram = self._histogram(counted, values, edges, budget, "", integer=True)
+        if bounds == (0.0, 1.0):
+            # "Share of 1" only when the releases show the column is 0/1: the values
+            # outside [0, 1] and the under- and overflow bins all within noise of 0
+            # (issue 28: a population column whose range came out [0, 1] was shown a
+            # "share of 1" of 0.76; its true share of 1 was 2%).
+            zero_one = _within_noise_of_zero(outside, ZERO_ONE_Z) and _ends_empty(histogram)
+            mean = replace(mean, name="share of 1 (mean)" if zero_one else "mean clamped to [0, 1]")
         notes.append(
             f"{int(last - first) + 1} possible values in the released range: counts per value "
             "(with under- and overflow bins) instead of percentiles."
         )
+        missing = self._missing(count)
+        alerts = _value_alerts(histogram) + common_alerts((mean,), missing, moved)
         return ColumnSummary(
             name,
             "numeric",
@@ -914,6 +1166,8 @@ class _Runner:
             histogram=histogram,
             notes=tuple(notes),
             sql_type=sql_type,
+            missing=missing,
+            alerts=tuple(alerts),
         )
 
     def _histogram(
@@ -944,6 +1198,46 @@ class _Runner:
             integer=integer,
         )
 
+    def _order_query(
+        self,
+        column: str,
+        base: Query,
+        levels: tuple[float, ...],
+        with_max: bool,
+        bounds: tuple[float, float],
+        grid: int,
+    ) -> Query:
+        query = base
+        if levels:
+            query = query.quantile(column, levels, bounds=bounds, grid_size=grid, name="q")
+        if with_max:
+            query = query.max(column, bounds=bounds, grid_size=grid, name="max")
+        return query
+
+    def _order_choice(
+        self,
+        column: str,
+        base: Query,
+        bounds: tuple[float, float],
+        grid: int,
+        share: float,
+        values: float,
+    ) -> OrderChoice:
+        """Which order statistics are worth their share at ``values`` (public accuracy
+        statements of :meth:`dpkit.Session.explain`; nothing is spent)."""
+        rows_per_person = self.plan.max_rows or 1
+
+        def explain(levels: tuple[float, ...], with_max: bool, scale: float) -> OrderAccuracy:
+            query = self._order_query(column, base, levels, with_max, bounds, grid)
+            budget = _scaled(self._shares.currency, share * scale)
+            found = self._session.explain(query, budget=budget, confidence=self._confidence)
+            radius = [o.rank_radius or 0 for o in found.orders if o.role == "quantile"]
+            removals = [o.removals or 0 for o in found.orders if o.role == "max"]
+            return OrderAccuracy(max(radius, default=0), max(removals, default=0) * rows_per_person)
+
+        pure = isinstance(self._shares.currency, PureDP)
+        return choose_order_statistics(explain, values, pure=pure)
+
     def _spread(
         self,
         name: str,
@@ -958,91 +1252,98 @@ class _Runner:
         rest: float = 1.0,
         extra: tuple[Statistic, ...] = (),
     ) -> ColumnSummary:
-        """Percentiles, max, count, mean and histogram of a column with many values."""
+        """Count, mean, then the percentiles and max worth releasing at the released
+        count, and a histogram (which gets the share of what is withheld)."""
         share = self._shares.of(name) * rest
         low, high = bounds
         unit = EPOCH_SECONDS if scale.date else ""
 
-        # 2. Percentiles (inverse sensitivity) and maximum (shifted inverse sensitivity).
-        tell(f"{name} percentiles")
-        budget = self._shares.take(share * ORDER_SHARE, f"{name}: percentiles, max", "quantiles")
-        grid = scale.grid_size(low, high)
-        query = base.quantile(
-            column, PERCENTILES, bounds=(low, high), grid_size=grid, name="q"
-        ).max(column, bounds=(low, high), grid_size=grid, name="max")
-        result = self._evaluate(query, budget)
-        raw = [scale.snap(float(result.columns[f"q_{q:g}"][0]), low, high) for q in PERCENTILES]
-        raw_max = scale.snap(float(result.columns["max"][0]), low, high)
-        radius = max(int(getattr(r.error, "rank_radius", 0)) for r in result.releases)
-        removals = max(int(getattr(r.error, "removals", 0)) for r in result.releases)
-
-        # 3. Count and mean (clamped to the released range), and a histogram between
-        #    the released 5th and 95th percentiles with under- and overflow bins.
+        # 2. Count and mean (clamped to the released range) first: the released count
+        #    decides which order statistics can be useful (post-processing).
         budget = self._shares.take(share * MEAN_SHARE, f"{name}: count, mean", "count, mean")
-        count, mean = self._count_mean(column, base, (low, high), budget, unit)
+        count, mean, _, moved = self._count_mean(column, base, (low, high), budget, unit)
         if scale.date == "DATE":
             mean = _whole_days(mean)
+        values = max(1.0, count.ci_low if count.ci_low is not None else count.estimate or 0.0)
 
-        # Post-processing: which of the max and the 95th percentile to trust at the top
-        # is decided by their accuracy statements (values the max may be below, in rows;
-        # the percentiles' rank radius), and both are flagged when they say little.
-        values = max(1.0, count.ci_low if count.ci_low is not None else count.estimate)
-        below = removals * (self._plan.max_rows or 1)
-        trust_max = below <= radius
-        levels, maximum = consistent_order_statistics(raw, raw_max, low, high, trust_max=trust_max)
+        # 3. Percentiles (inverse sensitivity) and maximum (shifted inverse sensitivity),
+        #    those whose accuracy at this count is useful (issue 28: withhold, don't
+        #    mislead); what is withheld goes to the histogram.
+        tell(f"{name} percentiles")
+        grid = scale.grid_size(low, high)
+        choice = self._order_choice(column, base, (low, high), grid, share * ORDER_SHARE, values)
+        order_share = share * ORDER_SHARE if (choice.levels or choice.with_max) else 0.0
         level = f"{self._confidence:.0%}"
         rounding = scale.rounding(low, high)
+        released: dict[float, float] = {}
+        raw_max: float | None = None
+        radius = below = 0
+        if order_share:
+            budget = self._shares.take(order_share, f"{name}: percentiles, max", "quantiles")
+            query = self._order_query(
+                column, base, choice.levels, choice.with_max, (low, high), grid
+            )
+            result = self._evaluate(query, budget)
+            for q in choice.levels:
+                key = "q" if len(choice.levels) == 1 else f"q_{q:g}"
+                released[q] = scale.snap(float(result.columns[key][0]), low, high)
+            if choice.with_max:
+                raw_max = scale.snap(float(result.columns["max"][0]), low, high)
+            for r in result.releases:
+                radius = max(radius, int(getattr(r.error, "rank_radius", 0) or 0))
+                below = max(below, int(getattr(r.error, "removals", 0) or 0))
+            below *= self.plan.max_rows or 1
+        # Post-processing: consistent order statistics (see consistent_order_statistics).
+        levels_out = [released[q] for q in sorted(released)]
+        maximum = None
+        if levels_out or raw_max is not None:
+            trust = raw_max is not None and (not levels_out or below <= radius)
+            top = raw_max if raw_max is not None else high
+            levels_out, top = consistent_order_statistics(
+                levels_out, top, low, high, trust_max=trust
+            )
+            maximum = top if raw_max is not None else None
+        by_level = dict(zip(sorted(released), levels_out, strict=True))
         grid_note = (
             f"values rounded to \u00b1{scale.show_rounding(rounding)} (grid)" if rounding else ""
         )
-        rank_note = ""
-        if radius > 0.05 * values:
-            rank_note = f"rank accurate to \u00b1{radius:,} of about {values:,.0f} values ({level})"
-        rank_note = ", ".join(t for t in (rank_note, grid_note) if t)
-        if rank_note == grid_note and grid_note:
-            rank_note = f"rank of the {grid_note}"
         statistics: list[Statistic] = [count]
-        for q, value in zip(PERCENTILES, levels, strict=True):
+        for q in PERCENTILES:
             statistics.append(
                 Statistic(
                     name=f"p{round(q * 100)}",
-                    estimate=value,
+                    estimate=by_level.get(q),
                     mechanism="inverse sensitivity (exponential mechanism)",
-                    budget=None,
                     unit=unit,
-                    caveat=rank_note,
-                    rounding=rounding,
+                    caveat=grid_note if q in by_level else "",
+                    rounding=rounding if q in by_level else 0.0,
+                    withheld="" if q in by_level else _percentile_withheld(choice),
+                    rank_radius=radius if q in by_level else None,
+                    rank_count=values if q in by_level else None,
                 )
             )
         max_note = ""
-        if not trust_max:
+        if maximum is not None and raw_max is not None and maximum > raw_max:
             max_note = (
                 f"raised to p95: its own release may lie below up to {below:,} values ({level})"
             )
-        elif below > 0.05 * values:
-            max_note = f"up to {below:,} values may lie above it ({level})"
-        max_note = ", ".join(t for t in (max_note, grid_note) if t)
         statistics.append(
             Statistic(
                 name="max",
                 estimate=maximum,
                 mechanism="shifted inverse sensitivity (noisy binary search)",
-                budget=None,
                 unit=unit,
-                limit="lower",
-                caveat=max_note,
-                rounding=rounding,
+                limit="lower" if maximum is not None else "",
+                caveat=", ".join(t for t in (max_note, grid_note) if t and maximum is not None),
+                rounding=rounding if maximum is not None else 0.0,
+                withheld="" if maximum is not None else choice.max_reason,
+                rank_radius=below if maximum is not None else None,
+                rank_count=values if maximum is not None else None,
             )
         )
-        notes.append(
-            "Percentiles and max: accuracy is a rank / down-sensitivity bound, not an "
-            "interval. The max is a lower bound of the true maximum (with high "
-            "probability). Post-processing makes them consistent: percentiles are "
-            "increasing and inside the released range; at the top, the more accurate of "
-            "the max and the 95th percentile (by their accuracy statements) bounds the "
-            "other."
-        )
-        if rounding:
+        if released or maximum is not None:
+            notes.append(ORDER_NOTE)
+        if rounding and (released or maximum is not None):
             notes.append(
                 f"Percentiles and max are points of a grid over the range: their accuracy "
                 f"holds for the values rounded to it (each moved by up to "
@@ -1052,14 +1353,22 @@ class _Runner:
             )
         statistics.append(mean)
         statistics.extend(extra)
-        edges = scale.histogram_edges(levels[0], levels[-1], low, high)
+
+        # 4. Histogram between the released 5th and 95th percentiles (else over the
+        #    released range), with under- and overflow bins.
+        lo, hi = by_level.get(0.05, low), by_level.get(0.95, high)
+        edges = scale.histogram_edges(lo, hi, low, high)
+        between = "p5-p95 range" if 0.05 in by_level else "range"
         notes.append(
             f"Mean of values clamped to the released range; histogram over the released "
-            f"p5-p95 range [{scale.show(edges[1])}, {scale.show(edges[-2])}), with "
+            f"{between} [{scale.show(edges[1])}, {scale.show(edges[-2])}), with "
             "under- and overflow bins."
         )
-        budget = self._shares.take(share * HISTOGRAM_SHARE, f"{name}: histogram", "histogram")
+        hist_share = share * (1.0 - RANGE_SHARE - MEAN_SHARE) - order_share
+        budget = self._shares.take(hist_share, f"{name}: histogram", "histogram")
         histogram = self._histogram(column, base, edges, budget, unit, integer=scale.integer)
+        missing = self._missing(count)
+        alerts = numeric_alerts(statistics, low, missing, moved)
         return ColumnSummary(
             name,
             kind,
@@ -1067,36 +1376,111 @@ class _Runner:
             histogram=histogram,
             notes=tuple(notes),
             sql_type=sql_type,
+            missing=missing,
+            alerts=tuple(alerts),
         )
+
+
+#: The note on percentiles and maxima, said once per column that releases one.
+ORDER_NOTE = (
+    "Percentiles and max: accuracy is a rank / down-sensitivity bound, not an "
+    "interval (\u00b1 ranks of the released count of values). The max is a lower bound "
+    "of the true maximum (with high probability). Post-processing makes them "
+    "consistent: percentiles are increasing and inside the released range; at the top, "
+    "the more accurate of the max and the 95th percentile bounds the other. A "
+    "statistic whose accuracy would exceed "
+    f"{WITHHOLD_FRACTION:.0%} of the values is withheld, and its share goes to the "
+    "histogram."
+)
+
+
+def _percentile_withheld(choice: OrderChoice) -> str:
+    if choice.percentile_reason:
+        return choice.percentile_reason
+    return (
+        "withheld: fewer percentiles, each with more budget, keep their rank accuracy "
+        f"within {WITHHOLD_FRACTION:.0%} of the values"
+    )
+
+
+def _ends_empty(histogram: HistogramSummary) -> bool:
+    """Whether the under- and overflow bins are within noise of 0 (post-processing of
+    the histogram release): each count at most INTEGER_CHECK_Z standard errors, the
+    standard error read off the interval's half-width (Gaussian; for Laplace noise the
+    same rule is stricter than it needs to be)."""
+    if not histogram.ci_low or histogram.confidence is None:
+        return False
+    per_se = float(norm.isf((1.0 - histogram.confidence) / 2.0))
+    for i in (0, -1):
+        half = (histogram.ci_high[i] - histogram.ci_low[i]) / 2.0
+        if histogram.counts[i] > ZERO_ONE_Z * half / per_se:
+            return False
+    return True
+
+
+def _value_alerts(histogram: HistogramSummary) -> list[str]:
+    """Overview flags of a counts-per-value column: constant, mostly zeros."""
+    counts = np.maximum(np.asarray(histogram.counts[1:-1], dtype=np.float64), 0.0)
+    total = float(counts.sum())
+    if total <= 0.0:
+        return []
+    values = histogram.edges[1:-2]
+    alerts = []
+    top = int(np.argmax(counts))
+    if counts[top] >= 0.99 * total:
+        alerts.append(f"constant ({values[top]:g})" if len(values) > top else "constant")
+    elif 0.0 in values and counts[values.index(0.0)] >= 0.5 * total:
+        alerts.append("mostly zeros")
+    return alerts
 
 
 def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def _occupied(
+    counts: np.ndarray[Any, Any],
+    se: np.ndarray[Any, Any],
+    z: float,
+    passes: Sequence[Sequence[int]],
+    widths: Sequence[int],
+) -> list[int]:
+    """The bins :func:`occupied_bins` marks in any pass (a pass: a subsequence of bins)."""
+    marked: set[int] = set()
+    for kept in passes:
+        index = np.asarray(kept, dtype=np.int64)
+        found = occupied_bins(counts[index], se[index], z, widths)
+        marked.update(int(index[i]) for i in found)
+    return sorted(marked)
+
+
 def _range_z(laplace: bool) -> float:
     """Standard errors an empty bin's (or window's) noise exceeds with probability
-    RANGE_FALSE_POSITIVE / len(RANGE_WINDOWS): a bin is tested once per window width
-    (occupied_bins), so a column's false-positive rate stays RANGE_FALSE_POSITIVE per
-    bin. Sums of several Laplace noises have lighter tails than one Laplace noise of
-    the same standard error, so the Laplace z is conservative for windows."""
+    RANGE_FALSE_POSITIVE / len(RANGE_WINDOWS): a bin is tested once per narrow window
+    width (occupied_bins), so a column's false-positive rate is RANGE_FALSE_POSITIVE
+    per bin and pass; the second pass over the bins integers fall in (non-integer
+    types) and the fallback windows (tried only when nothing else is found) add at
+    most ``(len(RANGE_WINDOWS) + len(RANGE_FALLBACK_WINDOWS)) / len(RANGE_WINDOWS)``
+    times that: under 1e-6 per bin. Sums of several Laplace noises have lighter tails
+    than one Laplace noise of the same standard error, so the Laplace z is
+    conservative for windows."""
     p = RANGE_FALSE_POSITIVE / len(RANGE_WINDOWS)
     if laplace:
         return math.log(1.0 / (2.0 * p)) / math.sqrt(2.0)
     return float(norm.isf(p))
 
 
-def _within_noise_of_zero(statistic: Statistic) -> bool:
-    """Whether a noisy count is at most INTEGER_CHECK_Z standard errors (post-processing)."""
+def _within_noise_of_zero(statistic: Statistic, z: float = INTEGER_CHECK_Z) -> bool:
+    """Whether a noisy count is at most ``z`` standard errors (post-processing)."""
     se = statistic.std_error
-    return se is not None and statistic.estimate <= INTEGER_CHECK_Z * se
+    return se is not None and _released(statistic) <= z * se
 
 
 def _upper_text(statistic: Statistic) -> str:
     level = round(100 * (statistic.confidence or 0.0))
     if statistic.ci_high is None:
-        return f"about {max(0.0, statistic.estimate):,.0f}"
-    estimate, high = max(0.0, statistic.estimate), max(0.0, statistic.ci_high)
+        return f"about {max(0.0, _released(statistic)):,.0f}"
+    estimate, high = max(0.0, _released(statistic)), max(0.0, statistic.ci_high)
     return f"about {estimate:,.0f}, at most {high:,.0f} at {level}%"
 
 
@@ -1120,12 +1504,18 @@ def _not_integer_valued_note(sql_type: str, fractional: Statistic) -> str:
 def _count_text(statistic: Statistic) -> str:
     """A noisy count as shown: clamped at 0 (post-processing; the JSON keeps the raw
     value), with its interval clamped alike."""
-    text = f"{max(0.0, statistic.estimate):,.0f}"
+    text = f"{max(0.0, _released(statistic)):,.0f}"
     if statistic.ci_low is not None and statistic.ci_high is not None:
         level = round(100 * (statistic.confidence or 0.0))
         low, high = max(0.0, statistic.ci_low), max(0.0, statistic.ci_high)
         text += f" ({level}% CI {low:,.0f} to {high:,.0f})"
     return text
+
+
+def _released(statistic: Statistic) -> float:
+    """The estimate of a statistic describe released itself (never withheld)."""
+    assert statistic.estimate is not None, statistic.name
+    return statistic.estimate
 
 
 def _finite_or_none(value: Any) -> float | None:

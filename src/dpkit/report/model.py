@@ -124,7 +124,8 @@ class Statistic:
     name:
         What it is: ``"count"``, ``"mean"``, ``"median"``, ``"p90"``, ``"max"``, ...
     estimate:
-        The differentially private estimate.
+        The differentially private estimate, or ``None`` when it is withheld (see
+        ``withheld``).
     std_error:
         Standard deviation of the estimate's noise (or an estimate of its error), or ``None``.
     ci_low, ci_high:
@@ -151,10 +152,22 @@ class Statistic:
         much (in the statistic's unit), so on tied data the release may lie up to
         ``rounding`` away from values of the stated rank. 0 when the grid is the
         data's own support (integers, days) or there is no grid.
+    withheld:
+        Why the statistic is not released (``estimate`` is then ``None``), e.g. its
+        accuracy statement at this size and budget would say nothing useful; ``""``
+        for a released statistic.
+    rank_radius:
+        For an order statistic (percentile, max, min): its accuracy in ranks -- the
+        release lies between the values of ranks ``r - rank_radius`` and
+        ``r + rank_radius`` of the data (for a max, the values the release may lie
+        below); ``None`` otherwise.
+    rank_count:
+        The released count of values that ``rank_radius`` refers to (``None`` when
+        not known).
     """
 
     name: str
-    estimate: float
+    estimate: float | None
     std_error: float | None = None
     ci_low: float | None = None
     ci_high: float | None = None
@@ -165,11 +178,32 @@ class Statistic:
     limit: str = ""
     caveat: str = ""
     rounding: float = 0.0
+    withheld: str = ""
+    rank_radius: int | None = None
+    rank_count: float | None = None
 
     def __post_init__(self) -> None:
         owner = "Statistic"
         _text(self.name, "name", owner)
-        object.__setattr__(self, "estimate", _finite(self.estimate, "estimate", owner))
+        _text(self.withheld, "withheld", owner, empty=True)
+        if (self.estimate is None) != bool(self.withheld):
+            raise InvalidParameter(
+                f"{owner} {self.name!r}: estimate is None exactly when the statistic is "
+                "withheld (with its reason in 'withheld')."
+            )
+        if self.estimate is not None:
+            object.__setattr__(self, "estimate", _finite(self.estimate, "estimate", owner))
+        if self.rank_radius is not None and (
+            isinstance(self.rank_radius, bool)
+            or not isinstance(self.rank_radius, int)
+            or self.rank_radius < 0
+        ):
+            raise InvalidParameter.for_parameter(
+                "rank_radius", owner, "an int >= 0 or None", self.rank_radius
+            )
+        object.__setattr__(
+            self, "rank_count", _optional_finite(self.rank_count, "rank_count", owner)
+        )
         std = _optional_finite(self.std_error, "std_error", owner)
         if std is not None and std < 0:
             raise InvalidParameter.for_parameter("std_error", owner, "a float >= 0", std)
@@ -353,9 +387,16 @@ class ColumnSummary:
     top_categories: tuple[CategoryCount, ...] = ()
     notes: tuple[str, ...] = ()
     sql_type: str = ""
+    missing: Statistic | None = None
+    alerts: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         owner = "ColumnSummary"
+        if self.missing is not None and not isinstance(self.missing, Statistic):
+            raise InvalidParameter.for_parameter(
+                "missing", owner, "a Statistic or None", type(self.missing).__name__
+            )
+        object.__setattr__(self, "alerts", _tuple_of(self.alerts, str, "alerts", owner))
         _text(self.name, "name", owner)
         if self.kind not in COLUMN_KINDS:
             raise InvalidParameter.for_parameter("kind", owner, f"one of {COLUMN_KINDS}", self.kind)
@@ -441,6 +482,9 @@ class DatasetSummary:
     max_rows:
         With a privacy unit: the rows kept per person in each query, so row counts
         are counts of rows *kept*; ``None`` otherwise.
+    alerts:
+        Dataset-level flags for the Overview (e.g. "this table is too small for 60
+        columns at this budget"), from public information and releases only.
     """
 
     source: str
@@ -456,9 +500,11 @@ class DatasetSummary:
     requested: Guarantee | None = None
     guarantee: Guarantee | None = None
     max_rows: int | None = None
+    alerts: tuple[str, ...] = field(default=())
 
     def __post_init__(self) -> None:
         owner = "DatasetSummary"
+        object.__setattr__(self, "alerts", _tuple_of(self.alerts, str, "alerts", owner))
         _text(self.source, "source", owner)
         if self.privacy_unit is not None:
             _text(self.privacy_unit, "privacy_unit", owner)

@@ -13,7 +13,11 @@ Keys added within ``dpkit.report/1`` (absent in older documents, read with their
 defaults): top level ``requested`` and ``guarantee`` (the budget as asked and the
 guarantee the whole summary satisfies, both guarantees or null) and ``max_rows``;
 statistics ``limit`` (``""``, ``"lower"``, ``"upper"``), ``caveat`` and ``rounding``;
-histograms ``open_ended`` and ``integer``; columns ``sql_type``. ``budget`` keeps its
+histograms ``open_ended`` and ``integer``; columns ``sql_type``; later statistics
+``withheld`` (the reason, with ``"estimate": null``), ``rank_radius`` and
+``rank_count`` (an order statistic's accuracy in ranks, and the released count it
+refers to), columns ``missing`` (a statistic or null) and ``alerts``, top level
+``alerts``. ``budget`` keeps its
 meaning: what the summary spent in the Session's query currency (zCDP rho for
 ``(epsilon, delta)`` budgets).
 
@@ -104,6 +108,9 @@ def _statistic(s: Statistic) -> dict[str, Any]:
         "limit": s.limit,
         "caveat": s.caveat,
         "rounding": s.rounding,
+        "withheld": s.withheld,
+        "rank_radius": s.rank_radius,
+        "rank_count": s.rank_count,
     }
 
 
@@ -142,6 +149,8 @@ def _column(c: ColumnSummary) -> dict[str, Any]:
         "top_categories": [_category(t) for t in c.top_categories],
         "notes": list(c.notes),
         "sql_type": c.sql_type,
+        "missing": None if c.missing is None else _statistic(c.missing),
+        "alerts": list(c.alerts),
     }
 
 
@@ -171,6 +180,7 @@ def summary_to_dict(summary: DatasetSummary) -> dict[str, Any]:
         "secure": summary.secure,
         "created": summary.created.isoformat(),
         "notes": list(summary.notes),
+        "alerts": list(summary.alerts),
         "columns": [_column(c) for c in summary.columns],
     }
 
@@ -196,6 +206,9 @@ def _read_statistic(d: Mapping[str, Any]) -> Statistic:
         limit=d.get("limit", ""),
         caveat=d.get("caveat", ""),
         rounding=d.get("rounding", 0.0),
+        withheld=d.get("withheld", ""),
+        rank_radius=d.get("rank_radius"),
+        rank_count=d.get("rank_count"),
     )
 
 
@@ -238,6 +251,8 @@ def _read_column(d: Mapping[str, Any]) -> ColumnSummary:
         ),
         notes=tuple(d.get("notes", ())),
         sql_type=d.get("sql_type", ""),
+        missing=None if d.get("missing") is None else _read_statistic(d["missing"]),
+        alerts=tuple(d.get("alerts", ())),
     )
 
 
@@ -278,6 +293,7 @@ def summary_from_dict(data: Mapping[str, Any]) -> DatasetSummary:
             created=datetime.fromisoformat(data["created"]),
             title=data.get("title", DatasetSummary.title),
             notes=tuple(data.get("notes", ())),
+            alerts=tuple(data.get("alerts", ())),
             requested=_read_optional_guarantee(data.get("requested")),
             guarantee=_read_optional_guarantee(data.get("guarantee")),
             max_rows=data.get("max_rows"),
