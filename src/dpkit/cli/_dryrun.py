@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from dpkit.analytics.query import Query
     from dpkit.analytics.session import Session
 
-__all__ = ["PlanLine", "describe_plan", "plan_payload", "print_plan"]
+__all__ = ["PlanLine", "describe_plan", "plan_payload", "print_plan", "size_warnings"]
 
 #: Queries per column kind, as :attr:`DescribePlan.steps` counts them.
 _QUERIES = {"numeric": 4, "date": 4, "categorical": 1}
@@ -93,8 +93,15 @@ def _integer_type(session: Session, name: str) -> bool:
     return is_integer_type(session.columns[name])
 
 
-def describe_plan(session: Session, plan: DescribePlan, confidence: float = 0.95) -> list[PlanLine]:
-    """The plan's groups of queries with their budgets and expected accuracy."""
+def describe_plan(
+    session: Session,
+    plan: DescribePlan,
+    confidence: float = 0.95,
+    assume_rows: int | None = None,
+) -> list[PlanLine]:
+    """The plan's groups of queries with their budgets and expected accuracy; with
+    ``assume_rows``, also what describe's staged plan would release at that many rows
+    (a stated, public number: the real run decides from the released count)."""
     from dpkit.analytics.describe import count_name, derive
     from dpkit.analytics.query import Query
 
@@ -132,6 +139,8 @@ def describe_plan(session: Session, plan: DescribePlan, confidence: float = 0.95
             found = explain(query, share)
             if found is not None and found.selection_threshold is not None:
                 notes.append(f"categories kept if noisy count ≥ {found.selection_threshold}")
+                if assume_rows is not None and found.selection_threshold > assume_rows:
+                    notes.append(f"at {assume_rows:,} rows: skipped (threshold above the rows)")
             if found is not None:
                 notes.extend(
                     f"each category's {s.aggregation} ±{s.half_width:,.4g}"
@@ -153,6 +162,11 @@ def describe_plan(session: Session, plan: DescribePlan, confidence: float = 0.95
             radii = [o.rank_radius for o in found.orders if o.rank_radius] if found else []
             if radii:
                 notes.append(f"percentiles within ±{max(radii):,} ranks")
+            if assume_rows is not None:
+                notes.append(
+                    _released_at(session, query, column, grid, assume_rows, plan.max_rows,
+                                 _scaled(total, fraction * split["ORDER_SHARE"]), confidence)
+                )  # fmt: skip
             check = split["INTEGER_CHECK_SHARE"]
             if kind == "numeric" and isinstance(check, float) and not _integer_type(session, name):
                 notes.append(
@@ -162,6 +176,70 @@ def describe_plan(session: Session, plan: DescribePlan, confidence: float = 0.95
         queries = _QUERIES.get(kind, 1)
         lines.append(PlanLine(name, kind, fraction, share, queries, tuple(notes), weight))
     return lines
+
+
+def _released_at(
+    session: Session,
+    base: Query,
+    column: str,
+    grid: int,
+    rows: int,
+    max_rows: int | None,
+    budget: Guarantee,
+    confidence: float,
+) -> str:
+    """What describe would release of a column's order statistics at ``rows`` values
+    (its rule, :func:`~dpkit.analytics._describe_stages.choose_order_statistics`, on
+    the accuracy :meth:`Session.explain` states at the largest grid)."""
+    from dpkit.analytics._describe_stages import OrderAccuracy, choose_order_statistics
+
+    fraction = budget.rho if isinstance(budget, ZCDP) else getattr(budget, "epsilon", 0.0)
+
+    def explain(levels: tuple[float, ...], with_max: bool, scale: float) -> OrderAccuracy:
+        query = base
+        if levels:
+            query = query.quantile(column, levels, bounds=(0.0, 1.0), grid_size=grid, name="q")
+        if with_max:
+            query = query.max(column, bounds=(0.0, 1.0), grid_size=grid, name="max")
+        part = PureDP(fraction * scale) if isinstance(budget, PureDP) else ZCDP(fraction * scale)
+        found = session.explain(query, budget=part, confidence=confidence)
+        radius = [o.rank_radius or 0 for o in found.orders if o.role == "quantile"]
+        removals = [o.removals or 0 for o in found.orders if o.role == "max"]
+        return OrderAccuracy(max(radius, default=0), max(removals, default=0) * (max_rows or 1))
+
+    choice = choose_order_statistics(explain, float(rows), pure=isinstance(budget, PureDP))
+    shown = ", ".join(f"p{round(q * 100)}" for q in choice.levels)
+    if choice.with_max:
+        shown = ", ".join(t for t in (shown, "max") if t)
+    return f"at {rows:,} rows: " + (
+        f"{shown} released" if shown else "percentiles and max withheld"
+    )
+
+
+def size_warnings(lines: list[PlanLine], assume_rows: int | None) -> list[str]:
+    """A warning when the assumed row count is too small for the plan: most numeric
+    columns would withhold their percentiles, or text columns could not select any
+    category (public: the plan's accuracy at a stated row count)."""
+    if assume_rows is None:
+        return []
+    at = f"at {assume_rows:,} rows"
+    numeric = [line for line in lines if line.kind in ("numeric", "date")]
+    withheld = [
+        line
+        for line in numeric
+        if any(f"{at}: percentiles and max withheld" == a for a in line.accuracy)
+    ]
+    skipped = [line for line in lines if any(a.startswith(f"{at}: skipped") for a in line.accuracy)]
+    columns = len(lines) - 1  # the first line is the row count
+    if (numeric and len(withheld) > len(numeric) / 2) or skipped:
+        return [
+            f"This table is too small for {columns} columns at this budget: {at}, "
+            f"{len(withheld)} of {len(numeric)} numeric or date columns would withhold "
+            f"their percentiles and max, and {len(skipped)} text column(s) could select no "
+            "category. Give a larger budget, fewer columns (--columns, --exclude) or "
+            "weights (--weight)."
+        ]
+    return []
 
 
 def _day(seconds: float) -> str:

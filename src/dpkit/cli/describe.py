@@ -213,7 +213,19 @@ def describe_command(
         typer.Option(help="A column not to summarise (repeatable).", metavar="COL"),
     ] = None,
     max_rows: Annotated[
-        int | None, typer.Option(help="Rows kept per person per query (default 10).")
+        int | None,
+        typer.Option(
+            help="Rows kept per person per query (default: chosen privately with 5% of "
+            "the budget, about the 90th percentile of rows per person)."
+        ),
+    ] = None,
+    assume_rows: Annotated[
+        int | None,
+        typer.Option(
+            metavar="N",
+            help="With --dry-run: show what the plan would release at N rows (a number "
+            "you state; nothing is read), and warn when the table is too small for it.",
+        ),
     ] = None,
     top: Annotated[int, typer.Option(help="Categories shown per categorical column.")] = 10,
     weight: Annotated[
@@ -307,6 +319,8 @@ def describe_command(
         csv = check_csv_options(
             encoding=encoding, delimiter=delimiter, na_values=na_values, owner="dpkit describe"
         )
+        if assume_rows is not None and (not dry_run or assume_rows < 1):
+            raise InvalidParameter("--assume-rows takes an int >= 1 and goes with --dry-run.")
         check_writable(None if json_out is None else Path(json_out), "--json")
         if not dry_run:
             check_browser(open_report, report)
@@ -324,7 +338,7 @@ def describe_command(
         wanted = [c.strip() for c in columns.split(",")] if columns else None
         chosen = select_columns(session, wanted, exclude or [])
         if dry_run:
-            _dry_run(session, chosen, max_rows, output, weights, span)
+            _dry_run(session, chosen, max_rows, output, weights, span, assume_rows)
             return
         summary = summarise(
             session,
@@ -348,16 +362,23 @@ def _dry_run(
     output: Output,
     weights: Mapping[str, float] | None = None,
     date_range: tuple[date, date] | None = None,
+    assume_rows: int | None = None,
 ) -> None:
     import json
 
     from dpkit.analytics.describe import plan_describe
-    from dpkit.cli._dryrun import describe_plan, plan_payload, print_plan
+    from dpkit.cli._dryrun import describe_plan, plan_payload, print_plan, size_warnings
 
     plan = plan_describe(
         session, columns=columns, max_rows=max_rows, date_range=date_range, weights=weights
     )
-    lines = describe_plan(session, plan)
+    lines = describe_plan(session, plan, assume_rows=assume_rows)
+    warnings = size_warnings(lines, assume_rows)
     if not output.json_to_stdout:
         print_plan(session, plan, lines, output.out)
-    output.write_json(json.dumps(plan_payload(session, plan, lines), indent=2))
+        for warning in warnings:
+            output.out.print(f"Warning: {warning}", highlight=False, markup=False)
+    payload = plan_payload(session, plan, lines)
+    payload["assume_rows"] = assume_rows
+    payload["warnings"] = warnings
+    output.write_json(json.dumps(payload, indent=2))
