@@ -46,17 +46,17 @@ def test_schema_keys_are_stable(sample_summary: DatasetSummary) -> None:
     assert set(doc) == {
         "schema", "title", "source", "privacy_unit", "budget", "budget_split",
         "rows_estimate", "secure", "created", "notes", "columns",
-    } | {"requested", "guarantee", "max_rows"}  # fmt: skip
+    } | {"requested", "guarantee", "max_rows", "alerts"}  # fmt: skip
     assert doc["budget"] == {"type": "PureDP", "epsilon": 1.0}
     assert doc["created"] == "2025-03-14T09:26:53+00:00"
     column = doc["columns"][0]
     assert set(column) == {
         "name", "kind", "statistics", "histogram", "top_categories", "notes",
-    } | {"sql_type"}  # fmt: skip
+    } | {"sql_type", "missing", "alerts"}  # fmt: skip
     assert set(column["statistics"][0]) == {
         "name", "estimate", "std_error", "ci_low", "ci_high", "confidence",
         "mechanism", "budget", "unit",
-    } | {"limit", "caveat", "rounding"}  # fmt: skip
+    } | {"limit", "caveat", "rounding", "withheld", "rank_radius", "rank_count"}  # fmt: skip
     assert set(column["histogram"]) == {
         "edges", "counts", "ci_low", "ci_high", "confidence", "mechanism", "budget", "unit",
     } | {"open_ended", "integer"}  # fmt: skip
@@ -75,12 +75,13 @@ def test_documents_without_the_added_keys_still_read(sample_summary: DatasetSumm
         max_rows=10,
     )
     doc = json.loads(to_json(summary))
-    for key in ("requested", "guarantee", "max_rows"):
+    for key in ("requested", "guarantee", "max_rows", "alerts"):
         del doc[key]
     for column in doc["columns"]:
-        del column["sql_type"]
+        del column["sql_type"], column["missing"], column["alerts"]
         for stat in column["statistics"]:
             del stat["limit"], stat["caveat"]
+            del stat["withheld"], stat["rank_radius"], stat["rank_count"]
         if column["histogram"] is not None:
             del column["histogram"]["open_ended"], column["histogram"]["integer"]
     old = from_json(json.dumps(doc))

@@ -4,7 +4,7 @@ A producer (``dpkit describe``, a Session, a script) fills a :class:`DatasetSumm
 with released numbers and their privacy costs; the renderers show it:
 
 - :func:`render_terminal` (Rich tables),
-- :func:`render_html` (one self-contained HTML file with plots; Matplotlib optional),
+- :func:`render_html` (one self-contained HTML file with small inline SVG plots),
 - :func:`to_json` / :func:`from_json` (a stable, versioned JSON schema),
 - :func:`open_in_browser` (only when the user asks).
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -17,26 +18,39 @@ from dpkit.report.model import (
 
 __all__ = [
     "REFERENCE_DELTA",
+    "WITHHELD",
+    "ColumnNotes",
     "OverviewRow",
+    "StatisticRow",
     "bin_labels",
     "budget_facts",
+    "column_notes",
     "common_confidence",
     "describe_guarantee",
     "format_interval",
+    "format_percent",
     "format_spread",
     "format_value",
     "interval_cell",
     "interval_header",
+    "missing_text",
     "overview_rows",
     "privacy_unit_text",
+    "rank_accuracy",
+    "rank_text",
     "rows_label",
+    "shared_caveats",
     "shown_count",
     "statistic_estimate",
     "statistic_label",
+    "statistic_rows",
+    "withheld_reason",
 ]
 
 #: The delta at which a zCDP or RDP total is also shown as (epsilon, delta)-DP.
 REFERENCE_DELTA = 1e-6
+#: What is shown in place of the estimate of a statistic that was not released.
+WITHHELD = "withheld"
 
 
 def _number(x: float) -> str:
@@ -161,18 +175,118 @@ def rows_label(summary: DatasetSummary) -> str:
     return f"Rows kept (\u2264 {summary.max_rows} per person; private estimate)"
 
 
+_BOUND_WORDS = {"lower": "at least", "upper": "at most"}
+
+
 def statistic_label(stat: Statistic) -> str:
     """A statistic's name, saying when its estimate is a one-sided bound."""
-    if stat.limit:
-        return f"{stat.name} ({stat.limit} bound)"
+    if stat.limit and stat.estimate is not None:
+        return f"{stat.name} ({_BOUND_WORDS[stat.limit]})"
     return stat.name
 
 
 def statistic_estimate(stat: Statistic) -> str:
-    """A statistic's estimate with its unit, ``>= x`` for a lower bound."""
+    """A statistic's estimate with its unit, ``>= x`` for a lower bound, or
+    :data:`WITHHELD` when it was not released."""
+    if stat.estimate is None:
+        return WITHHELD
     unit = "" if stat.unit in ("", EPOCH_SECONDS) else f" {stat.unit}"
     prefix = {"lower": "\u2265 ", "upper": "\u2264 "}.get(stat.limit, "")
     return prefix + format_value(stat.estimate, stat.unit) + unit
+
+
+def withheld_reason(stat: Statistic, *, short: bool = False) -> str:
+    """Why ``stat`` was withheld, without a leading "withheld"; ``""`` if released.
+
+    ``short=True`` keeps the first clause (up to a ``;``), for narrow displays: the
+    accuracy it would have had, not what budget would release it.
+    """
+    reason = re.sub(r"^withheld\s*[:,\u2014-]?\s*", "", stat.withheld.strip(), flags=re.I)
+    if short:
+        reason = reason.split(";", 1)[0].strip()
+    return reason
+
+
+@dataclass(frozen=True)
+class StatisticRow:
+    """One line of a statistics table: a released statistic, or a run of withheld
+    ones sharing their reason (``p5, p25, p50: withheld``), said once."""
+
+    label: str
+    statistics: tuple[Statistic, ...]
+
+    @property
+    def first(self) -> Statistic:
+        """The statistic whose numbers the line shows (the only one when released)."""
+        return self.statistics[0]
+
+    @property
+    def withheld(self) -> bool:
+        """Whether the line is about withheld statistics."""
+        return self.first.estimate is None
+
+
+def statistic_rows(statistics: Sequence[Statistic]) -> list[StatisticRow]:
+    """Lines of a statistics table, in order: adjacent withheld statistics with the same
+    reason share one line, so a reason repeated for five percentiles is said once."""
+    rows: list[StatisticRow] = []
+    for stat in statistics:
+        last = rows[-1] if rows else None
+        if (
+            last is not None
+            and last.withheld
+            and stat.estimate is None
+            and stat.withheld == last.first.withheld
+        ):
+            group = (*last.statistics, stat)
+            rows[-1] = StatisticRow(", ".join(s.name for s in group), group)
+        else:
+            rows.append(StatisticRow(statistic_label(stat), (stat,)))
+    return rows
+
+
+def rank_text(stat: Statistic) -> str:
+    """An order statistic's accuracy in ranks: ``±R ranks of ~n`` (``at most R of ~n
+    values above it`` for a max); ``""`` when it has none."""
+    if stat.rank_radius is None:
+        return ""
+    radius = f"{stat.rank_radius:,}"
+    of = "" if stat.rank_count is None else f" of ~{format_value(shown_count(stat.rank_count))}"
+    side = {"max": "above", "min": "below"}.get(stat.name)
+    if side is not None:
+        return f"at most {radius}{of} values {side} it"
+    return f"\u00b1{radius} ranks{of}"
+
+
+def rank_accuracy(statistics: Sequence[Statistic]) -> str:
+    """The rank accuracy of a column's released order statistics, said once.
+
+    Statistics sharing one accuracy are named together: ``p5-p95: ±37 ranks of
+    ~1,797; max: at most 12 of ~1,797 values above it``. ``""`` when none has one.
+    """
+    groups: dict[str, list[str]] = {}
+    for stat in statistics:
+        if stat.estimate is not None and stat.rank_radius is not None:
+            groups.setdefault(rank_text(stat), []).append(stat.name)
+    return "; ".join(f"{_names(names)}: {text}" for text, names in groups.items())
+
+
+def _names(names: Sequence[str]) -> str:
+    """Statistics named together: ``p5, p25`` or, for more, ``p5-max`` (in order)."""
+    return ", ".join(names) if len(names) <= 2 else f"{names[0]}\u2013{names[-1]}"
+
+
+def shared_caveats(statistics: Sequence[Statistic]) -> dict[str, str]:
+    """Caveats that several released statistics of a column share, said once.
+
+    Maps each such caveat to the statistics it is about (``p5-max``); a renderer
+    prints them below the table and leaves them out of the lines.
+    """
+    users: dict[str, list[str]] = {}
+    for stat in statistics:
+        if stat.caveat and stat.estimate is not None:
+            users.setdefault(stat.caveat, []).append(stat.name)
+    return {caveat: _names(names) for caveat, names in users.items() if len(names) > 1}
 
 
 def shown_count(count: float) -> float:
@@ -223,42 +337,141 @@ class OverviewRow:
     values: str
     missing: str
     headline: str
+    alerts: tuple[str, ...] = ()
+
+
+def _released(column: ColumnSummary) -> dict[str, Statistic]:
+    """The column's released statistics by name (withheld ones left out)."""
+    return {s.name: s for s in column.statistics if s.estimate is not None}
+
+
+def _estimate_of(stat: Statistic) -> float:
+    # Only called on released statistics; a withheld one is a bug upstream.
+    assert stat.estimate is not None
+    return stat.estimate
 
 
 def _headline(column: ColumnSummary) -> str:
-    stats = {s.name: s for s in column.statistics}
+    stats = _released(column)
     for key in ("share true", "share of 1 (mean)"):
         if key in stats:
-            return f"{key.split(' (')[0]} {format_value(stats[key].estimate)}"
+            return f"{key.split(' (')[0]} {format_value(_estimate_of(stats[key]))}"
     if column.kind == "date" and "p50" in stats:
-        return f"median {format_value(stats['p50'].estimate, stats['p50'].unit)}"
-    if "mean" in stats:
-        return f"mean {format_value(stats['mean'].estimate, stats['mean'].unit)}"
+        return f"median {format_value(_estimate_of(stats['p50']), stats['p50'].unit)}"
+    # "mean", else a mean named with its clamping ("mean clamped to [0, 1]").
+    mean = stats.get("mean") or next((s for n, s in stats.items() if n.startswith("mean ")), None)
+    if mean is not None:
+        return f"{mean.name} {format_value(_estimate_of(mean), mean.unit)}"
     if column.top_categories:
         top = max(column.top_categories, key=lambda c: c.estimate)
         return f"top: {top.category} ({format_value(shown_count(top.estimate))})"
     return "\u2014"
 
 
-def overview_rows(summary: DatasetSummary) -> list[OverviewRow]:
-    """Per column: kind, schema type, private count of values, missing share, and its
-    mean (share, median date) or top category -- computed from released numbers only.
+def format_percent(share: float) -> str:
+    """A share in [0, 1] as a percentage: one decimal below 10%, none above
+    (noise makes more digits meaningless)."""
+    share = min(1.0, max(0.0, share))
+    return f"{share:.1%}" if share < 0.1 else f"{share:.0%}"
 
-    The missing share is ``1 - values / rows`` from the two noisy counts (clamped to
-    [0, 1]); with a privacy unit both count rows kept, so it is approximate."""
-    rows = summary.rows_estimate
+
+def _released_missing(missing: Statistic) -> str:
+    """``~0% (<= 2.1%)`` when the interval reaches 0, else ``12% (9-15%)``."""
+    if missing.estimate is None:
+        return WITHHELD
+    low, high = missing.ci_low, missing.ci_high
+    if low is None or high is None:
+        return format_percent(missing.estimate)
+    if low <= 0 or missing.estimate <= 0:
+        return f"~0% (\u2264 {format_percent(high)})"
+    # One precision for the whole interval, set by its upper end.
+    decimals = 1 if min(1.0, high) < 0.1 else 0
+    low_text = f"{100 * min(1.0, low):.{decimals}f}"
+    return f"{format_percent(missing.estimate)} ({low_text}\u2013{format_percent(high)})"
+
+
+def missing_text(column: ColumnSummary, rows: Statistic | None) -> str:
+    """The column's missing share for the overview.
+
+    The released share (``column.missing``) with its interval; for documents written
+    before it existed, ``1 - values / rows`` from the two noisy counts (clamped to
+    [0, 1]; approximate, with no interval). An em dash when neither is known.
+    """
+    if column.missing is not None:
+        return _released_missing(column.missing)
+    count = next((s for s in column.statistics if s.name == "count"), None)
+    if count is None or count.estimate is None:
+        return "\u2014"
+    if rows is None or rows.estimate is None or rows.estimate <= 0:
+        return "\u2014"
+    return f"{min(1.0, max(0.0, 1.0 - count.estimate / rows.estimate)):.1%}"
+
+
+def overview_rows(summary: DatasetSummary) -> list[OverviewRow]:
+    """Per column: kind, schema type, private count of values, missing share, its
+    mean (share, median date) or top category, and its alerts -- computed from
+    released numbers only (see :func:`missing_text`)."""
     out = []
     for column in summary.columns:
         count = next((s for s in column.statistics if s.name == "count"), None)
-        values = missing = "\u2014"
+        values = "\u2014"
         if count is not None:
-            values = format_value(shown_count(count.estimate))
-            if rows is not None and rows.estimate > 0:
-                share = min(1.0, max(0.0, 1.0 - count.estimate / rows.estimate))
-                missing = f"{share:.1%}"
+            values = (
+                WITHHELD if count.estimate is None else format_value(shown_count(count.estimate))
+            )
         out.append(
             OverviewRow(
-                column.name, column.kind, column.sql_type, values, missing, _headline(column)
+                column.name,
+                column.kind,
+                column.sql_type,
+                values,
+                missing_text(column, summary.rows_estimate),
+                _headline(column),
+                column.alerts,
             )
         )
     return out
+
+
+@dataclass(frozen=True)
+class ColumnNotes:
+    """A summary's column notes, each said once.
+
+    ``shared``: the notes that several columns have (the same text, or the same but
+    for the column's own name, which is then written "this column"), numbered from 1
+    in order of first appearance. ``refs[name]``: the numbers of a column's shared
+    notes; ``own[name]``: the notes only that column has, as given.
+    """
+
+    shared: tuple[str, ...]
+    refs: dict[str, tuple[int, ...]]
+    own: dict[str, tuple[str, ...]]
+
+
+_THIS_COLUMN = "this column"
+
+
+def _generic(note: str, name: str) -> str:
+    # Whole-word matches only, so a column called "a" leaves "mean" alone.
+    pattern = rf"(?<!\w){re.escape(name)}(?!\w)"
+    return re.sub(pattern, _THIS_COLUMN, note)
+
+
+def column_notes(columns: Sequence[ColumnSummary]) -> ColumnNotes:
+    """Sort the columns' notes into those said once for many columns and their own."""
+    generic = {c.name: [_generic(n, c.name) for n in c.notes] for c in columns}
+    users: dict[str, set[str]] = {}
+    for name, notes in generic.items():
+        for note in notes:
+            users.setdefault(note, set()).add(name)
+    shared = [note for note, who in users.items() if len(who) > 1]
+    number = {note: i + 1 for i, note in enumerate(shared)}
+    refs: dict[str, tuple[int, ...]] = {}
+    own: dict[str, tuple[str, ...]] = {}
+    for column in columns:
+        mine = generic[column.name]
+        refs[column.name] = tuple(sorted({number[n] for n in mine if n in number}))
+        own[column.name] = tuple(
+            raw for raw, n in zip(column.notes, mine, strict=True) if n not in number
+        )
+    return ColumnNotes(tuple(shared), refs, own)

@@ -1,207 +1,302 @@
-"""Plots for the HTML report, drawn with Matplotlib (the optional ``dpkit[plot]`` extra).
+"""Small inline SVG plots for the HTML report, written by hand (no plotting library).
 
-Each function returns an SVG image as a ``data:image/svg+xml;base64,...`` URI, ready
-for an ``<img src=...>``, so the report stays one self-contained file. They use
-:class:`matplotlib.figure.Figure` directly (no ``pyplot``, no global state, no GUI
-backend). The SVG is deterministic: no date in its metadata and a fixed hash salt
-for element ids, so the same summary gives the same file.
+Each function returns the markup of one ``<svg class="plot" data-plot=...>`` element,
+to be placed in the page as it is: no ``data:`` URI, no fonts embedded, a few
+kilobytes per plot at most, so a 65-column report stays well under a megabyte. The
+output is deterministic (the same summary gives the same markup) and every piece of
+text from the summary is escaped.
 
-Without Matplotlib, :func:`plots_available` is ``False`` and the HTML report says
-how to get plots instead of showing them.
+What is drawn is the uncertainty, not only the estimates:
+
+- :func:`histogram_plot`: noisy bin counts as bars (clamped at 0, a post-processing)
+  with their intervals as whiskers; bins are drawn with equal widths (a bin's bar is
+  its count, whatever its width), under- and overflow bins in a lighter colour. Below
+  the bars, on the same axis, :func:`_marks` draws the column's released order
+  statistics and mean.
+- :func:`estimates_plot`: the same marks on their own axis, for a column without a
+  histogram.
+
+Marks: percentiles are ticks joined by a line from the lowest to the highest (their
+accuracy is in ranks, stated beside the plot, not an interval of values); the mean is
+a dot with its interval; a max is a tick, or a right-pointing triangle when it is
+only a lower bound ("at least"). A withheld statistic is not drawn at all.
 """
 
 from __future__ import annotations
 
-import base64
-import importlib.util
-import io
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+import html
+import re
+from collections.abc import Callable, Sequence
 
 import numpy as np
-import numpy.typing as npt
 
-from dpkit.report.model import EPOCH_SECONDS, CategoryCount, HistogramSummary, Statistic
+from dpkit.report._format import bin_labels, format_value, rank_text
+from dpkit.report.model import EPOCH_SECONDS, HistogramSummary, Statistic
 
-if TYPE_CHECKING:
-    from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
+__all__ = ["BAR_COLOR", "MARK_COLOR", "estimates_plot", "histogram_plot", "value_statistics"]
 
-__all__ = ["categories_plot", "estimates_plot", "histogram_plot", "plots_available"]
+BAR_COLOR = "#4e79a7"
+EDGE_BAR_COLOR = "#a0b4cc"  # under- and overflow bins
+MARK_COLOR = "#e15759"
+INK = "#333"
+MUTED = "#777"
 
-_WIDTH_IN = 6.4
-_BAR_COLOR = "#4e79a7"
-_POINT_COLOR = "#e15759"
-_RC: dict[Any, Any] = {
-    "svg.hashsalt": "dpkit-report",
-    "svg.fonttype": "path",
-    "font.size": 9.0,
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-}
-_MAX_CATEGORY_LABEL = 40
+# Geometry of the drawing, in SVG user units (the element scales to its box).
+_WIDTH = 320.0
+_LEFT = 6.0
+_RIGHT = 6.0
+_TOP = 12.0  # room for the largest count's label
+_BARS = 64.0  # height of the bars' area
+_STRIP = 16.0  # height of the marks' strip
+_LABELS = 12.0  # room for the axis labels
+_FONT = 9
+_MAX_LABELS = 6
+_MAX_LABEL_CHARS = 12
+_CHAR_WIDTH = 5.4  # about, for a 9-unit sans-serif font
 
-
-def plots_available() -> bool:
-    """Whether Matplotlib can be imported (``pip install 'dpkit[plot]'``)."""
-    try:
-        return importlib.util.find_spec("matplotlib") is not None
-    except ValueError:  # a module whose __spec__ is None, e.g. blocked in tests
-        return False
+_PERCENTILE = re.compile(r"p\d+(\.\d+)?")
 
 
-def _label(text: str) -> str:
-    # Matplotlib reads $...$ as mathematics; data-derived labels must be literal.
-    if len(text) > _MAX_CATEGORY_LABEL:
-        text = text[: _MAX_CATEGORY_LABEL - 1] + "\u2026"
-    return text.replace("\\", "\\\\").replace("$", r"\$")
+def _e(text: object) -> str:
+    return html.escape(str(text), quote=True)
 
 
-def _new_figure(height: float) -> Figure:
-    from matplotlib.figure import Figure
-
-    return Figure(figsize=(_WIDTH_IN, height), layout="constrained")
-
-
-def _to_uri(fig: Figure) -> str:
-    import matplotlib
-
-    buffer = io.BytesIO()
-    with matplotlib.rc_context(_RC):
-        fig.savefig(buffer, format="svg", metadata={"Date": None})
-    encoded = base64.b64encode(buffer.getvalue()).decode("ascii")
-    return "data:image/svg+xml;base64," + encoded
+def _n(x: float) -> str:
+    """A coordinate with one decimal: enough for a screen, short in the file."""
+    return f"{x:.1f}".rstrip("0").rstrip(".") if x % 1 else f"{x:.0f}"
 
 
-def _as_dates(values: npt.ArrayLike) -> npt.NDArray[np.float64]:
-    from matplotlib import dates
-
-    # Matplotlib's date axis counts days since its epoch (1970-01-01 by default).
-    origin = float(dates.date2num(np.datetime64("1970-01-01T00:00:00")))  # type: ignore[no-untyped-call]
-    return np.asarray(values, dtype=np.float64) / 86_400.0 + origin
+def _is_percentile(name: str) -> bool:
+    return name == "median" or bool(_PERCENTILE.fullmatch(name))
 
 
-def _errors(
-    centre: Sequence[float], low: Sequence[float | None], high: Sequence[float | None]
-) -> npt.NDArray[np.float64] | None:
-    if any(v is None for v in low) or any(v is None for v in high):
-        return None
-    c = np.asarray(centre, dtype=np.float64)
-    lo = np.asarray(low, dtype=np.float64)
-    hi = np.asarray(high, dtype=np.float64)
-    # Intervals need not be centred on the estimate; negative lengths cannot occur
-    # for valid intervals around it, but clip in case an interval excludes it.
-    return np.vstack([np.maximum(c - lo, 0.0), np.maximum(hi - c, 0.0)])
+def _is_order_statistic(name: str) -> bool:
+    return name in ("min", "max") or _is_percentile(name)
 
 
-def estimates_plot(statistics: Sequence[Statistic]) -> str | None:
-    """Estimates with their confidence intervals as error bars (a forest plot).
-
-    One panel per unit (so counts and means are never on one axis); statistics
-    without an interval are drawn as points. ``None`` if there is nothing to plot.
-    """
-    if not statistics:
-        return None
-    import matplotlib
-
-    units: dict[str, list[Statistic]] = {}
-    for stat in statistics:
-        units.setdefault(stat.unit, []).append(stat)
-    heights = [0.45 * len(group) + 0.55 for group in units.values()]
-    with matplotlib.rc_context(_RC):
-        fig = _new_figure(sum(heights))
-        axes = fig.subplots(len(units), 1, squeeze=False, height_ratios=heights)[:, 0]
-        for ax, (unit, group) in zip(axes, units.items(), strict=True):
-            _forest(ax, unit, group)
-        return _to_uri(fig)
+def _is_mean(stat: Statistic) -> bool:
+    # "mean", or a mean named with its clamping ("mean clamped to [0, 1]").
+    return stat.name.startswith("mean")
 
 
-def _forest(ax: Axes, unit: str, group: Sequence[Statistic]) -> None:
-    y = np.arange(len(group))[::-1]
-    x = np.array([s.estimate for s in group])
-    low = [s.ci_low if s.ci_low is not None else s.estimate for s in group]
-    high = [s.ci_high if s.ci_high is not None else s.estimate for s in group]
-    err = _errors(list(x), low, high)
-    if unit == EPOCH_SECONDS:
-        x = _as_dates(x)
-        err = None if err is None else err / 86_400.0
-        ax.xaxis_date()
-    ax.errorbar(x, y, xerr=err, fmt="o", color=_POINT_COLOR, ecolor="#555555", capsize=3)
-    ax.set_yticks(y, [_label(s.name) for s in group])
-    ax.set_ylim(-0.6, len(group) - 0.4)
-    if unit and unit != EPOCH_SECONDS:
-        ax.set_xlabel(_label(unit))
-    ax.grid(axis="x", alpha=0.3)
+def _value(stat: Statistic) -> float:
+    # Marks are drawn for released statistics only (see value_statistics).
+    if stat.estimate is None:
+        raise ValueError(f"{stat.name} was withheld: it has no value to draw")
+    return stat.estimate
 
 
-def histogram_plot(histogram: HistogramSummary, *, title: str = "") -> str | None:
-    """The histogram's noisy bin counts as bars, with per-bin intervals as error bars.
+def _tip(stat: Statistic) -> str:
+    """A mark's tooltip: its name, value and any rank accuracy (``p50: 19.15, ±37
+    ranks of ~1,797``; ``max: >= 103, ...``)."""
+    prefix = "\u2265 " if stat.limit == "lower" else ""
+    text = f"{stat.name}: {prefix}{format_value(_value(stat), stat.unit)}"
+    ranks = rank_text(stat)
+    return f"<title>{_e(text + (', ' + ranks if ranks else ''))}</title>"
 
-    Counts and intervals are drawn clamped at 0 (post-processing: a count is never
-    negative); under- and overflow bins of an open-ended histogram are hatched and
-    labelled ``<`` / ``>=``; integer columns get one tick per value when few.
-    """
-    import matplotlib
 
-    from dpkit.report._format import bin_labels
+def value_statistics(statistics: Sequence[Statistic], unit: str) -> list[Statistic]:
+    """The released statistics drawn as marks: order statistics and the mean, in
+    ``unit`` (counts and shares are not on the values' axis)."""
+    return [
+        s
+        for s in statistics
+        if s.estimate is not None
+        and s.unit == unit
+        and (_is_mean(s) or _is_order_statistic(s.name))
+    ]
 
+
+def _svg(kind: str, label: str, height: float, body: list[str]) -> str:
+    return (
+        f'<svg class="plot" data-plot="{_e(kind)}" viewBox="0 0 {_n(_WIDTH)} {_n(height)}" '
+        f'role="img" aria-label="{_e(label)}" font-size="{_FONT}" '
+        f'font-family="system-ui,sans-serif">' + "".join(body) + "</svg>"
+    )
+
+
+def _text(x: float, y: float, text: str, anchor: str = "middle", *, cut: bool = True) -> str:
+    # Axis labels are cut short so that neighbours do not overlap.
+    if cut and len(text) > _MAX_LABEL_CHARS:
+        text = text[: _MAX_LABEL_CHARS - 1] + "\u2026"
+    return f'<text x="{_n(x)}" y="{_n(y)}" text-anchor="{anchor}" fill="{MUTED}">{_e(text)}</text>'
+
+
+def _marks(
+    statistics: Sequence[Statistic], to_x: Callable[[float], float], top: float
+) -> list[str]:
+    """The strip of marks between ``top`` and ``top + _STRIP``: percentiles as ticks
+    joined by a line, a max or min as a tick (a triangle when it is a lower bound), the
+    mean as a dot with its interval. Each mark has a tooltip (its ``<title>``)."""
+    middle = top + _STRIP / 2
+    out: list[str] = []
+    ticks = [s for s in statistics if _is_order_statistic(s.name)]
+    percentiles = [to_x(_value(s)) for s in ticks if _is_percentile(s.name)]
+    if len(percentiles) > 1:
+        out.append(
+            f'<path d="M{_n(min(percentiles))} {_n(middle)}H{_n(max(percentiles))}" '
+            f'stroke="{MARK_COLOR}" stroke-width="1.5"/>'
+        )
+    out += [_tick(s, to_x(_value(s)), top) for s in ticks]
+    out += [_mean_mark(s, to_x, middle + 4) for s in statistics if _is_mean(s)]
+    return out
+
+
+def _tick(stat: Statistic, x: float, top: float) -> str:
+    """An order statistic's mark: a tick, or for a lower bound ("at least x") a
+    triangle pointing to larger values (kept inside the drawing)."""
+    if stat.limit == "lower":
+        x = min(x, _WIDTH - 7.0)
+        return f'<path d="M{_n(x)} {_n(top + 3)}l7 5-7 5z" fill="{MARK_COLOR}">{_tip(stat)}</path>'
+    d = f"M{_n(x)} {_n(top + 2)}V{_n(top + _STRIP - 2)}"
+    return f'<path d="{d}" stroke="{MARK_COLOR}" stroke-width="2">{_tip(stat)}</path>'
+
+
+def _mean_mark(stat: Statistic, to_x: Callable[[float], float], y: float) -> str:
+    """The mean: a dot, on a line for its interval when it has one."""
+    line = ""
+    if stat.ci_low is not None and stat.ci_high is not None:
+        line = (
+            f'<path d="M{_n(to_x(stat.ci_low))} {_n(y)}H{_n(to_x(stat.ci_high))}" '
+            f'stroke="{INK}" stroke-width="1.2"/>'
+        )
+    return line + (
+        f'<circle cx="{_n(to_x(_value(stat)))}" cy="{_n(y)}" r="3" fill="{MARK_COLOR}" '
+        f'stroke="#fff" stroke-width=".8">{_tip(stat)}</circle>'
+    )
+
+
+def _bin_scale(histogram: HistogramSummary) -> Callable[[float], float]:
+    """Value to x: each bin gets the same width, positions within a bin are linear
+    (a monotone axis, so marks and bars agree; values outside go to the ends). On an
+    integer column, whose bin ``[k, k + 1)`` holds the value ``k``, the integer ``k``
+    is at the middle of its bin."""
     edges = np.asarray(histogram.edges, dtype=np.float64)
-    counts = np.maximum(np.asarray(histogram.counts, dtype=np.float64), 0.0)
-    with matplotlib.rc_context(_RC):
-        fig = _new_figure(2.6)
-        ax = fig.subplots()
-        if histogram.unit == EPOCH_SECONDS:
-            edges = _as_dates(edges)
-            ax.xaxis_date()
-        widths = np.diff(edges)
-        centres = edges[:-1] + widths / 2
-        colors = [_BAR_COLOR] * len(counts)
-        hatches = [""] * len(counts)
-        if histogram.open_ended:
-            colors[0] = colors[-1] = "#a0b4cc"
-            hatches[0] = hatches[-1] = "//"
-        bars = ax.bar(edges[:-1], counts, width=widths, align="edge", color=colors)
-        for bar, hatch in zip(bars, hatches, strict=True):
-            bar.set_hatch(hatch)
-            bar.set_edgecolor("white")
-        if histogram.ci_low:
-            low = np.maximum(np.asarray(histogram.ci_low, dtype=np.float64), 0.0)
-            high = np.maximum(np.asarray(histogram.ci_high, dtype=np.float64), 0.0)
-            err = _errors(list(counts), list(low), list(high))
-            ax.errorbar(centres, counts, yerr=err, fmt="none", ecolor="#333333", capsize=2)
+    step = (_WIDTH - _LEFT - _RIGHT) / (len(edges) - 1)
+    points = _LEFT + step * np.arange(len(edges))
+    shift = 0.5 if histogram.integer and histogram.unit != EPOCH_SECONDS else 0.0
+    return lambda value: float(np.interp(value + shift, edges, points))
+
+
+def _spread(count: int, limit: int) -> list[int]:
+    """Up to ``limit`` indices out of ``range(count)``, evenly spread, ends included."""
+    if count <= limit:
+        return list(range(count))
+    return sorted({round(i * (count - 1) / (limit - 1)) for i in range(limit)})
+
+
+def _axis_labels(histogram: HistogramSummary, y: float) -> list[str]:
+    """A few labels under the bins, as many as fit side by side: the values an
+    integer bin holds (``3``, ``< 0``), else the inner edges (an open-ended
+    histogram's outer edges are arbitrary)."""
+    bins = len(histogram.counts)
+    step = (_WIDTH - _LEFT - _RIGHT) / bins
+    if histogram.integer:
         labels = bin_labels(histogram)
-        if histogram.integer and histogram.unit != EPOCH_SECONDS and len(counts) <= 36:
-            ax.set_xticks(centres, [_label(t) for t in labels], rotation=90)
-        elif histogram.open_ended:
-            ax.text(centres[0], 0, "<", ha="center", va="bottom", color="#333333")
-            ax.text(centres[-1], 0, "\u2265", ha="center", va="bottom", color="#333333")
-        ax.axhline(0.0, color="#999999", linewidth=0.8)
-        ax.set_ylabel("rows (noisy, \u2265 0)")
-        if histogram.unit and histogram.unit != EPOCH_SECONDS:
-            ax.set_xlabel(_label(histogram.unit))
-        if title:
-            ax.set_title(_label(title), loc="left")
-        return _to_uri(fig)
+        places = [(_LEFT + step * (i + 0.5), labels[i]) for i in range(bins)]
+    else:
+        inner = range(1, bins) if histogram.open_ended else range(bins + 1)
+        places = [
+            (_LEFT + step * i, format_value(histogram.edges[i], histogram.unit)) for i in inner
+        ]
+    longest = max(min(len(text), _MAX_LABEL_CHARS) for _, text in places) * _CHAR_WIDTH
+    fits = int((_WIDTH - _LEFT - _RIGHT) // (longest + 8)) + 1
+    out = []
+    for i in _spread(len(places), max(2, min(_MAX_LABELS, fits))):
+        x, text = places[i]
+        # Keep the label inside the drawing: shift the ones at the ends inwards.
+        half = min(len(text), _MAX_LABEL_CHARS) * _CHAR_WIDTH / 2
+        x = min(max(x, _LEFT + half), _WIDTH - _RIGHT - half)
+        out.append(_text(x, y, text))
+    return out
 
 
-def categories_plot(categories: Sequence[CategoryCount], *, title: str = "") -> str | None:
-    """Top categories as horizontal bars (largest at the top), intervals as error bars."""
-    if not categories:
+def _bars(histogram: HistogramSummary, scale_top: float) -> list[str]:
+    """One bar per bin (a tooltip with its label, count and interval) and whiskers."""
+    bins = len(histogram.counts)
+    step = (_WIDTH - _LEFT - _RIGHT) / bins
+    base = _TOP + _BARS
+    labels = bin_labels(histogram)
+
+    def y_of(count: float) -> float:
+        return base - _BARS * max(0.0, count) / scale_top
+
+    out = []
+    whiskers = []
+    for i, count in enumerate(histogram.counts):
+        x = _LEFT + step * i
+        edge = histogram.open_ended and i in (0, bins - 1)
+        tip = f"{labels[i]}: {format_value(max(0.0, count))}"
+        if histogram.ci_low:
+            low, high = max(0.0, histogram.ci_low[i]), max(0.0, histogram.ci_high[i])
+            tip += f" ({format_value(low)}\u2013{format_value(high)})"
+            centre = x + step / 2
+            whiskers.append(f"M{_n(centre)} {_n(y_of(low))}V{_n(y_of(high))}")
+        top = y_of(count)
+        out.append(
+            f'<rect x="{_n(x + 0.5)}" y="{_n(top)}" width="{_n(max(step - 1, 0.5))}" '
+            f'height="{_n(base - top)}" fill="{EDGE_BAR_COLOR if edge else BAR_COLOR}">'
+            f"<title>{_e(tip)}</title></rect>"
+        )
+    if whiskers:
+        out.append(f'<path d="{"".join(whiskers)}" stroke="{INK}" stroke-width="1"/>')
+    return out
+
+
+def histogram_plot(
+    histogram: HistogramSummary, statistics: Sequence[Statistic] = (), *, label: str = ""
+) -> str:
+    """The histogram as bars with interval whiskers and, below it on the same axis,
+    marks for ``statistics`` (see :func:`value_statistics`); SVG markup.
+
+    ``label`` is the plot's accessible name (e.g. "Histogram of age").
+    """
+    counts = [max(0.0, c) for c in histogram.counts]
+    highs = [max(0.0, c) for c in histogram.ci_high] if histogram.ci_high else []
+    scale_top = max([*counts, *highs, 1.0])
+    marks = value_statistics(statistics, histogram.unit)
+    strip = _STRIP if marks else 0.0
+    height = _TOP + _BARS + strip + _LABELS
+    base = _TOP + _BARS
+    body = [
+        _text(_LEFT, _TOP - 3, f"{format_value(max(counts))} (highest bar)", "start", cut=False),
+        f'<path d="M{_n(_LEFT)} {_n(base)}H{_n(_WIDTH - _RIGHT)}" stroke="#999" '
+        'stroke-width=".8"/>',
+        *_bars(histogram, scale_top),
+    ]
+    if marks:
+        body += _marks(marks, _bin_scale(histogram), base + 1)
+    body += _axis_labels(histogram, height - 2)
+    return _svg("histogram", label or "Histogram", height, body)
+
+
+def estimates_plot(statistics: Sequence[Statistic], *, label: str = "") -> str | None:
+    """Marks for a column's order statistics and mean on their own linear axis (for a
+    column without a histogram); SVG markup, or ``None`` with nothing to draw.
+
+    All marks must share one unit; the unit of the first value statistic is used.
+    """
+    first = next((s for s in statistics if value_statistics([s], s.unit)), None)
+    if first is None:
         return None
-    import matplotlib
+    unit = first.unit
+    marks = value_statistics(statistics, unit)
+    values = [_value(s) for s in marks]
+    values += [v for s in marks for v in (s.ci_low, s.ci_high) if v is not None]
+    low, high = min(values), max(values)
+    if high <= low:  # one value: centre it on a unit-wide axis
+        low, high = low - 1.0, high + 1.0
+    to_x = _linear(low, high)
+    height = _STRIP + _LABELS + 2
+    body = [
+        f'<path d="M{_n(_LEFT)} {_n(_STRIP)}H{_n(_WIDTH - _RIGHT)}" stroke="#ccc"/>',
+        *_marks(marks, to_x, 0.0),
+        _text(_LEFT, height - 2, format_value(low, unit), anchor="start"),
+        _text(_WIDTH - _RIGHT, height - 2, format_value(high, unit), anchor="end"),
+    ]
+    return _svg("estimates", label or "Estimates", height, body)
 
-    y = np.arange(len(categories))[::-1]
-    x = np.array([c.estimate for c in categories])
-    with matplotlib.rc_context(_RC):
-        fig = _new_figure(0.28 * len(categories) + 0.8)
-        ax = fig.subplots()
-        ax.barh(y, x, color=_BAR_COLOR)
-        err = _errors(list(x), [c.ci_low for c in categories], [c.ci_high for c in categories])
-        if err is not None:
-            ax.errorbar(x, y, xerr=err, fmt="none", ecolor="#333333", capsize=2)
-        ax.set_yticks(y, [_label(c.category) for c in categories])
-        ax.axvline(0.0, color="#999999", linewidth=0.8)
-        ax.set_xlabel("count (noisy)")
-        if title:
-            ax.set_title(_label(title), loc="left")
-        return _to_uri(fig)
+
+def _linear(low: float, high: float) -> Callable[[float], float]:
+    span = _WIDTH - _LEFT - _RIGHT - 8  # room for a lower-bound triangle at the end
+    return lambda value: _LEFT + span * (min(max(value, low), high) - low) / (high - low)

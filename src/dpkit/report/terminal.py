@@ -9,8 +9,11 @@ from rich.table import Table
 from rich.text import Text
 
 from dpkit.report._format import (
+    WITHHELD,
+    ColumnNotes,
     bin_labels,
     budget_facts,
+    column_notes,
     common_confidence,
     describe_guarantee,
     format_interval,
@@ -18,14 +21,18 @@ from dpkit.report._format import (
     format_value,
     interval_cell,
     interval_header,
+    missing_text,
     overview_rows,
     privacy_unit_text,
+    rank_accuracy,
     rows_label,
+    shared_caveats,
     shown_count,
     statistic_estimate,
-    statistic_label,
+    statistic_rows,
+    withheld_reason,
 )
-from dpkit.report.model import ColumnSummary, DatasetSummary, HistogramSummary
+from dpkit.report.model import ColumnSummary, DatasetSummary, HistogramSummary, Statistic
 
 __all__ = ["render_terminal"]
 
@@ -40,6 +47,17 @@ INSECURE_NOTE = (
 )
 
 
+def _rows_text(rows: Statistic) -> str:
+    if rows.estimate is None:
+        return f"{WITHHELD} ({withheld_reason(rows, short=True)})"
+    # Clamped at 0 for display (post-processing); the JSON keeps the raw counts.
+    text = format_value(shown_count(rows.estimate), rows.unit)
+    if rows.ci_low is not None and rows.ci_high is not None and rows.confidence is not None:
+        ci = format_interval(shown_count(rows.ci_low), shown_count(rows.ci_high), rows.unit)
+        text += f"  {rows.confidence:.0%} CI {ci}"
+    return text
+
+
 def _header(summary: DatasetSummary) -> Panel:
     lines = Text()
     lines.append("Dataset: ", style="bold").append(summary.source + "\n")
@@ -47,14 +65,8 @@ def _header(summary: DatasetSummary) -> Panel:
     for label, text in budget_facts(summary):
         lines.append(f"{label}: ", style="bold").append(text + "\n")
     if summary.rows_estimate is not None:
-        rows = summary.rows_estimate
         lines.append(f"{rows_label(summary)}: ", style="bold")
-        # Clamped at 0 for display (post-processing); the JSON keeps the raw counts.
-        lines.append(format_value(shown_count(rows.estimate), rows.unit))
-        if rows.ci_low is not None and rows.ci_high is not None and rows.confidence is not None:
-            ci = format_interval(shown_count(rows.ci_low), shown_count(rows.ci_high), rows.unit)
-            lines.append(f"  {rows.confidence:.0%} CI {ci}")
-        lines.append("\n")
+        lines.append(_rows_text(summary.rows_estimate) + "\n")
     lines.append("Created: ", style="bold").append(summary.created.isoformat(timespec="seconds"))
     for note in summary.notes:
         lines.append("\n" + note, style="dim")
@@ -64,14 +76,20 @@ def _header(summary: DatasetSummary) -> Panel:
     return Panel(Group(*parts), title=escape(summary.title), expand=False)
 
 
+def _dataset_alerts(summary: DatasetSummary) -> Panel:
+    text = Text("\n".join(f"\u26a0 {alert}" for alert in summary.alerts), style="bold yellow")
+    return Panel(text, title="Alerts", title_align="left", expand=False)
+
+
 def _overview_table(summary: DatasetSummary) -> Table:
     table = Table(title="Overview (private estimates)", title_justify="left")
-    for header in ("column", "kind", "type", "values", "missing", "mean / top"):
+    for header in ("column", "kind", "type", "values", "missing", "mean / top", "alerts"):
         table.add_column(header, justify="right" if header in ("values", "missing") else "left")
     for row in overview_rows(summary):
         table.add_row(
             *(escape(t) for t in (row.name, row.kind, row.sql_type, row.values, row.missing)),
             escape(row.headline),
+            Text("; ".join(row.alerts), style="yellow"),
         )
     return table
 
@@ -92,28 +110,62 @@ def _budget_table(summary: DatasetSummary) -> Table:
     return table
 
 
+def _caption(column: ColumnSummary, said: dict[str, str]) -> str | None:
+    """Below the table, once each: why statistics were withheld (short), the rank
+    accuracy of the released order statistics and the caveats several lines share."""
+    lines = [
+        f"{row.label} {WITHHELD}: {withheld_reason(row.first, short=True)}"
+        for row in statistic_rows(column.statistics)
+        if row.withheld
+    ]
+    ranks = rank_accuracy(column.statistics)
+    if ranks:
+        lines.append(f"rank accuracy: {ranks}")
+    lines += [f"{names}: {caveat}" for caveat, names in said.items()]
+    return escape("\n".join(lines)) if lines else None
+
+
 def _statistics_table(column: ColumnSummary) -> Table:
-    table = Table(title=f"{escape(column.name)} ({column.kind})", title_justify="left")
+    said = shared_caveats(column.statistics)
+    table = Table(
+        title=f"{escape(column.name)} ({column.kind})",
+        title_justify="left",
+        caption=_caption(column, said),
+        caption_justify="left",
+    )
     table.add_column("statistic")
     table.add_column("estimate", justify="right")
     shared = common_confidence(s.confidence for s in column.statistics)
     table.add_column(interval_header(shared), justify="right")
-    table.add_column("± std. error", justify="right")
+    table.add_column("\u00b1 std. error", justify="right")
     table.add_column("mechanism")
     table.add_column("budget")
-    for stat in column.statistics:
+    if column.missing is not None:
+        table.add_row("missing", escape(missing_text(column, None)), "", *_cost(column.missing))
+    for row in statistic_rows(column.statistics):
+        stat = row.first
+        if row.withheld:  # the reason is said once, below the table
+            table.add_row(escape(row.label), Text(WITHHELD, style="italic"), "", "", "", "")
+            continue
         table.add_row(
-            escape(statistic_label(stat)),
+            escape(row.label),
             escape(statistic_estimate(stat)),
             escape(
                 interval_cell(stat.ci_low, stat.ci_high, stat.confidence, shared, stat.unit)
-                + (f"\n{stat.caveat}" if stat.caveat else "")
+                + (f"\n{stat.caveat}" if stat.caveat and stat.caveat not in said else "")
             ),
-            "" if stat.std_error is None else escape(format_spread(stat.std_error, stat.unit)),
-            escape(stat.mechanism),
-            "post-processing" if stat.budget is None else escape(describe_guarantee(stat.budget)),
+            *_cost(stat),
         )
     return table
+
+
+def _cost(stat: Statistic) -> tuple[str, str, str]:
+    """Standard error, mechanism and budget cells of a released statistic."""
+    return (
+        "" if stat.std_error is None else escape(format_spread(stat.std_error, stat.unit)),
+        escape(stat.mechanism),
+        "post-processing" if stat.budget is None else escape(describe_guarantee(stat.budget)),
+    )
 
 
 def _bar(value: float, largest: float) -> str:
@@ -170,28 +222,56 @@ def _categories_table(column: ColumnSummary) -> Table:
     return table
 
 
+def _shared_notes(notes: ColumnNotes) -> Text:
+    text = Text("Notes shared by several columns:", style="bold")
+    for i, note in enumerate(notes.shared, start=1):
+        text.append(f"\n[{i}] {note}", style="dim")
+    return text
+
+
+def _column_notes(column: ColumnSummary, notes: ColumnNotes) -> list[Text]:
+    """A column's alerts, its references to the shared notes and its own notes."""
+    lines = []
+    if column.alerts:
+        lines.append(Text(f"  {column.name}: \u26a0 {'; '.join(column.alerts)}", style="yellow"))
+    refs = notes.refs.get(column.name, ())
+    if refs:
+        numbers = " ".join(f"[{n}]" for n in refs)
+        lines.append(Text(f"  {column.name}: notes {numbers}", style="dim"))
+    lines += [Text(f"  {column.name}: {note}", style="dim") for note in notes.own[column.name]]
+    return lines
+
+
 def render_terminal(summary: DatasetSummary, console: Console | None = None) -> None:
     """Print ``summary`` to ``console`` (a new :class:`rich.console.Console` if ``None``).
 
     Prints a header (dataset, privacy unit, total budget and the guarantee it implies,
     a note that every number is a DP estimate, and a warning when the noise came
-    from a seeded, insecure generator), the budget split, and per column its
-    statistics with intervals, its histogram (as bars) and its top categories.
-    All text from the summary is escaped, so ``[...]`` in names is shown literally.
+    from a seeded, insecure generator), the dataset's alerts, an overview of the
+    columns, the budget split, the notes several columns share (once, numbered), and
+    per column its alerts, statistics with intervals (``withheld`` with a short reason
+    for those not released, the rank accuracy of order statistics once, below the
+    table), its histogram (as bars) and its top categories. All text from the summary
+    is escaped, so ``[...]`` in names is shown literally.
 
     Privacy: printing released values is post-processing; it spends nothing.
     """
     out = console if console is not None else Console()
     out.print(_header(summary))
+    if summary.alerts:
+        out.print(_dataset_alerts(summary))
     if summary.columns:
         out.print(_overview_table(summary))
     if summary.budget_split:
         out.print(_budget_table(summary))
+    notes = column_notes(summary.columns)
+    if notes.shared:
+        out.print(_shared_notes(notes))
     for column in summary.columns:
-        if column.statistics:
+        if column.statistics or column.missing is not None:
             out.print(_statistics_table(column))
-        for note in column.notes:
-            out.print(Text(f"  {column.name}: {note}", style="dim"))
+        for line in _column_notes(column, notes):
+            out.print(line)
         if column.histogram is not None:
             out.print(_histogram_table(column.name, column.histogram))
         if column.top_categories:
