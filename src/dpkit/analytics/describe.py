@@ -131,6 +131,12 @@ INTEGER_CHECK_Z = float(norm.isf(INTEGER_CHECK_FALSE))
 #: population column whose range came out [0, 1] fails: issue 28). Otherwise its mean
 #: is labelled "mean clamped to [0, 1]".
 ZERO_ONE_Z = 4.5
+#: ... and when the upper confidence limit of its values outside [0, 1] is at most this
+#: share of the lower limit of its count: noise alone must not hide a few percent of
+#: 2s, 3s, ... (sklearn's digits: a pixel column of 0-8, range [0, 1], labelled "share
+#: of 1"). Then "share of 1" is true up to that share; else "mean clamped to [0, 1]",
+#: true in any case.
+ZERO_ONE_OUTSIDE = 0.02
 #: With a privacy unit: the share of the rows' budget that counts rows at DROPPED_FACTOR
 #: times ``max_rows`` per person, to estimate how many rows the bound dropped.
 DROPPED_SHARE, DROPPED_FACTOR = 0.25, 10
@@ -865,12 +871,19 @@ class _Runner:
                     f"for about {max(room, 0.0):,.0f} repeated values, and a category needs "
                     f"a noisy count of at least {threshold:,} to be selected"
                 )
-                summary = self._skipped(name, sql_type, reason, ("likely identifier",))
+                summary = self._skipped(name, sql_type, reason, ("likely identifier",), (distinct,))
                 skipped[name] = (summary, share * (1.0 - PRECHECK_SHARE))
                 self._shares.skip(share * (1.0 - PRECHECK_SHARE), f"{name}: skipped")
             else:
                 self.prechecked[name] = share * PRECHECK_SHARE
         return skipped
+
+    def _count(self, name: str, budget: Guarantee) -> Statistic:
+        """A noisy count of a column's (non-missing) values."""
+        query = self._query().filter(f"{_quote(name)} IS NOT NULL").count(name="count")
+        result = self._evaluate(query, budget)
+        unit = "values" + self._kept
+        return _statistic(result, "count", "count", self._confidence, budget, unit=unit)
 
     def _distinct(self, name: str, fraction: float) -> Statistic:
         """A noisy count of a column's distinct (non-missing) values."""
@@ -884,11 +897,17 @@ class _Runner:
         return _statistic(result, "distinct", "distinct values", self._confidence, budget)
 
     def _skipped(
-        self, name: str, sql_type: str, reason: str, alerts: tuple[str, ...] = ()
+        self,
+        name: str,
+        sql_type: str,
+        reason: str,
+        alerts: tuple[str, ...] = (),
+        statistics: tuple[Statistic, ...] = (),
     ) -> ColumnSummary:
         return ColumnSummary(
             name,
             "categorical",
+            statistics=statistics,
             notes=(f"Skipped: {reason}; its share went to the other columns.",),
             sql_type=sql_type,
             alerts=alerts,
@@ -985,14 +1004,23 @@ class _Runner:
         budget = self._shares.take(share * RANGE_SHARE, f"{name}: range", "histogram")
         found = self._range_by_counts(column, base, scale, budget)
         if found is None:
-            notes.append("Too few values for a range at this budget: nothing more released.")
-            self._shares.skip(share * (1 - RANGE_SHARE), f"{name}: not spent")
+            # No range: spend the rest of the share on what needs none, the count of
+            # values (and so the missing share), rather than leave it unused.
+            notes.append(
+                "Too few values for a range at this budget: only the count of values is "
+                "released (the rest of the column's share)."
+            )
+            budget = self._shares.take(share * (1 - RANGE_SHARE), f"{name}: count", "count")
+            count = self._count(name, budget)
+            missing = self._missing(count)
             return ColumnSummary(
                 name,
                 kind,
+                statistics=(count,),
                 notes=tuple(notes),
                 sql_type=sql_type,
-                alerts=("used budget, released nothing",),
+                missing=missing,
+                alerts=("no range at this budget", *common_alerts((), missing)),
             )
         low, high, rule = found
         # 2. A non-integer type with few integers in its range: are the values integers?
@@ -1151,7 +1179,11 @@ class _Runner:
             # outside [0, 1] and the under- and overflow bins all within noise of 0
             # (issue 28: a population column whose range came out [0, 1] was shown a
             # "share of 1" of 0.76; its true share of 1 was 2%).
-            zero_one = _within_noise_of_zero(outside, ZERO_ONE_Z) and _ends_empty(histogram)
+            zero_one = (
+                _within_noise_of_zero(outside, ZERO_ONE_Z)
+                and _ends_empty(histogram)
+                and _at_most_share(outside, count, ZERO_ONE_OUTSIDE)
+            )
             mean = replace(mean, name="share of 1 (mean)" if zero_one else "mean clamped to [0, 1]")
         notes.append(
             f"{int(last - first) + 1} possible values in the released range: counts per value "
@@ -1401,6 +1433,13 @@ def _percentile_withheld(choice: OrderChoice) -> str:
         "withheld: fewer percentiles, each with more budget, keep their rank accuracy "
         f"within {WITHHOLD_FRACTION:.0%} of the values"
     )
+
+
+def _at_most_share(part: Statistic, whole: Statistic, share: float) -> bool:
+    """Whether a count's upper limit is at most ``share`` of another's lower limit."""
+    if part.ci_high is None or whole.ci_low is None or whole.ci_low <= 0.0:
+        return False
+    return max(part.ci_high, 0.0) <= share * whole.ci_low
 
 
 def _ends_empty(histogram: HistogramSummary) -> bool:
