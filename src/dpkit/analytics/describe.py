@@ -4,8 +4,14 @@
 public schema only (column names and types), and returns a
 :class:`~dpkit.report.DatasetSummary` ready for the terminal, HTML and JSON renderers.
 
-The plan (each query's share of the budget is fixed before anything runs, so the
-split is public and the Session's filter accounts for it):
+The run goes in stages (issue 28), each planned from the releases before it
+(post-processing): with a privacy unit and no ``max_rows``, the bound is chosen
+privately; the rows (and persons) are counted; text columns in which no category can
+pass key selection are skipped and their shares go to the other columns
+(:mod:`dpkit.analytics._describe_stages` holds these decisions); and each numeric
+column releases only the order statistics whose accuracy at its released count is
+useful, the others being *withheld* (their share goes to its histogram). The base
+split (each share is fixed before anything runs, then only moved by those decisions):
 
 * **rows** -- the number of rows (and of persons, with a privacy unit): one share;
 * **every column** -- one share each, in proportion to its weight (``weights``,
@@ -456,8 +462,9 @@ def describe(
     columns:
         Columns to summarise (default: all but the privacy unit).
     max_rows:
-        With a privacy unit: rows per person kept in each query (default 10). Each
-        person then changes a count by at most ``max_rows``.
+        With a privacy unit: rows per person kept in each query. Each person then
+        changes a count by at most ``max_rows``. Default: chosen privately with
+        :data:`MAX_ROWS_SHARE` of the budget (:meth:`_Runner.choose_max_rows`).
     top:
         Categories reported per categorical column (the largest noisy counts).
     confidence:

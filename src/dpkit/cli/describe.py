@@ -4,8 +4,8 @@ The main job of the command line. It opens a :class:`~dpkit.Session` on a CSV or
 Parquet file (a CSV is copied once into a private DuckDB table, with the ``--encoding``,
 ``--delimiter`` and ``--na-values`` given, see :mod:`dpkit.analytics._sources`), spends
 the given budget on the plan of :func:`dpkit.analytics.describe.describe`, prints the
-summary as a terminal table and, on request, writes a self-contained HTML report (plots
-need ``dpkit[plot]``) and JSON. ``--dry-run`` prints the plan, budget split and
+summary as a terminal table and, on request, writes a self-contained HTML report (inline
+SVG plots) and JSON. ``--dry-run`` prints the plan, budget split and
 expected accuracy instead, and spends nothing. Every option is checked before the file
 is read; errors exit with code 2 and spend nothing (stream and JSON conventions:
 :mod:`dpkit.cli._output`). No message of the engine is printed: DuckDB's can quote rows.
