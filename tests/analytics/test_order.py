@@ -128,3 +128,101 @@ def test_bad_input_spends_nothing(parquet_path: Path, build: object, error: type
         query = build(Query().bound(max_rows=2))  # type: ignore[operator]
         session.evaluate(query, budget=1.0)
     assert session.spent == dp.PureDP(0.0)
+
+
+# ------------------------------------------------ accuracy columns of the result table
+
+
+@pytest.mark.parametrize("budget", [dp.PureDP(4.0), dp.ZCDP(1.0)], ids=["pure", "zcdp"])
+def test_order_statistics_carry_their_accuracy_as_columns(
+    parquet_path: Path, budget: dp.Guarantee
+) -> None:
+    session = session_on(parquet_path, "user", budget)
+    query = (
+        Query()
+        .group_by("region", keys=KEYS)
+        .bound(max_groups=3, max_rows=5)
+        .median("income", bounds=(0, 100))
+        .quantile("income", [0.1, 0.9], bounds=(0, 100), name="q")
+        .max("income", bounds=(0, 100))
+        .min("income", bounds=(0, 100))
+        .count()
+    )
+    result = session.evaluate(query, budget=_half(budget))
+    df = result.dataframe
+    expected = {
+        "median_income_rank_radius",
+        "q_0.1_rank_radius",
+        "q_0.9_rank_radius",
+        "max_income_removals",
+        "min_income_removals",
+    }
+    assert expected <= set(df.columns)
+    # Nothing else gained one: counts keep their four columns.
+    assert not {c for c in df.columns if c.startswith("count_")} - {
+        "count_se",
+        "count_low",
+        "count_high",
+    }
+    assert "median_income_removals" not in df and "max_income_rank_radius" not in df
+    assert "q_rank_radius" not in df  # several levels: one column per level
+    for column in expected:
+        assert df[column].dtype == np.int64
+        assert df[column].nunique() == 1 and int(df[column].iloc[0]) >= 0  # public
+    # The numbers are the releases' own statements, level by level and group by group.
+    radii = {r.error.rank_radius for r in result.releases if r.mechanism.startswith("Inv")}
+    removals = {r.error.removals for r in result.releases if r.mechanism.startswith("Shift")}
+    assert radii == set(df[[c for c in expected if "rank" in c]].to_numpy().ravel())
+    assert removals == set(df[["max_income_removals", "min_income_removals"]].to_numpy().ravel())
+    # And they are what explain() promised before anything was spent.
+    explained = {o.aggregation: o for o in session.explain(query, budget=_half(budget)).orders}
+    assert df["median_income_rank_radius"].iloc[0] == explained["median_income"].rank_radius
+    assert df["q_0.9_rank_radius"].iloc[0] == explained["q"].rank_radius
+    assert df["max_income_removals"].iloc[0] == explained["max_income"].removals
+
+
+def _half(budget: dp.Guarantee) -> dp.Guarantee:
+    return dp.PureDP(2.0) if isinstance(budget, dp.PureDP) else dp.ZCDP(0.5)
+
+
+def test_accuracy_columns_of_an_empty_result_are_empty_integers(parquet_path: Path) -> None:
+    # Private key selection on rows that the filter removes: no key is released.
+    session = session_on(parquet_path, "user", dp.ApproxDP(4.0, 1e-6))
+    query = (
+        Query()
+        .filter("income < 0")
+        .group_by("region", keys="private")
+        .bound(max_groups=1, max_rows=1)
+        .median("income", bounds=(0, 100))
+        .max("income", bounds=(0, 100))
+    )
+    df = session.evaluate(query, budget=dp.ApproxDP(1.0, 1e-7)).dataframe
+    assert len(df) == 0
+    assert df["median_income_rank_radius"].dtype == np.int64
+    assert df["max_income_removals"].dtype == np.int64
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda q: q.max("income", bounds=(0, 100), name="m").count(name="m_removals"),
+        lambda q: q.count(name="m_rank_radius").median("income", bounds=(0, 100), name="m"),
+        lambda q: q.quantile("income", [0.5, 0.9], bounds=(0, 100), name="q").sum(
+            "income", bounds=(0, 100), name="q_0.9_rank_radius"
+        ),
+        lambda q: q.count(name="c_se").mean("income", bounds=(0, 100), name="c"),
+        lambda q: q.group_by("m_removals", keys=KeySet.from_values(m_removals=["north"])).max(
+            "income", bounds=(0, 100), name="m"
+        ),
+    ],
+    ids=["max-vs-count", "median-vs-count", "level-vs-sum", "se-vs-mean", "group-column"],
+)
+def test_result_column_collisions_are_refused_before_the_charge(
+    parquet_path: Path, build: object
+) -> None:
+    frame = pd.read_parquet(parquet_path).assign(m_removals=lambda d: d.region)
+    session = dp.Session.from_pandas(frame, budget=dp.PureDP(4.0), rng=3)
+    query = build(Query())  # type: ignore[operator]
+    with pytest.raises(InvalidParameter, match="another name"):
+        session.evaluate(query, budget=1.0)
+    assert session.spent == dp.PureDP(0.0)

@@ -321,17 +321,31 @@ def test_csv_options_are_refused_for_parquet_by_name(
 def test_undecodable_bytes_never_make_the_read_fail(tmp_path: Path, encoding: str) -> None:
     # Row values under a fixed encoding: bytes that do not decode are skipped (UTF-8)
     # or replaced (others), never an error. DuckDB's own latin-1 decoder fails on
-    # 0x80-0x9f, so without transcoding in Python this fails.
+    # 0x80-0x9f, so without transcoding in Python this fails. The junk lies past the
+    # first 64 KiB, which the encoding check reads (dpkit.analytics._csv_encoding);
+    # inside them the file is read or refused as a DataError, nothing else.
     import random
 
+    from dpkit.analytics._csv_encoding import ENCODING_SAMPLE_BYTES
+
     rand = random.Random(encoding)
-    head = "a,b\n" + "".join(f"{i},x{i}\n" for i in range(50))
+    rows = 5000 if encoding == "utf-16" else 9000
+    head = "a,b\n" + "".join(f"{i},x{i}\n" for i in range(rows))
+    assert len(head.encode(encoding)) > ENCODING_SAMPLE_BYTES
+    short = "a,b\n" + "".join(f"{i},x{i}\n" for i in range(50))
     for trial in range(20):
         junk = bytes(rand.randrange(256) for _ in range(rand.randrange(1, 200)))
         path = tmp_path / f"j{trial}.csv"
         path.write_bytes(head.encode(encoding) + junk + "\n7,z\n".encode(encoding))
-        _, rows = read_with(path, encoding=encoding, delimiter=",")
-        assert len(rows) >= 50
+        _, read = read_with(path, encoding=encoding, delimiter=",")
+        assert len(read) >= rows
+        path.write_bytes(short.encode(encoding) + junk + "\n7,z\n".encode(encoding))
+        try:
+            _, read = read_with(path, encoding=encoding, delimiter=",")
+        except DataError as err:
+            assert encoding != "latin-1" and "nothing was spent" in str(err)
+        else:
+            assert len(read) >= 50
 
 
 # ------------------------------------------------------------------ DuckDB relations

@@ -28,7 +28,7 @@ from dpkit.analytics._expr import (
     validate_expression,
 )
 from dpkit.analytics._keys import canonical_key_tuples
-from dpkit.analytics._order import ORDER_KINDS, OrderSpec, order_spec
+from dpkit.analytics._order import ACCURACY_SUFFIX, ORDER_KINDS, OrderSpec, order_spec
 from dpkit.analytics._plan import PartScope, Plan, Statistic
 from dpkit.analytics.engines import is_numeric, quote
 from dpkit.analytics.query import Aggregation, KeySet, Query
@@ -221,23 +221,41 @@ def _check_filter_types(
             )
 
 
+def _output_names(agg: Aggregation) -> list[str]:
+    """The result columns of ``agg``, as :func:`dpkit.analytics._release.release` (and
+    the Session, for private bounds) names them."""
+    values = [agg.name]
+    if agg.kind == "quantile" and len(agg.qs) > 1:
+        values = [f"{agg.name}_{q:g}" for q in agg.qs]
+    suffixes = ["", "_se", "_low", "_high"]
+    if agg.kind in ORDER_KINDS:
+        suffixes.append(f"_{ACCURACY_SUFFIX[agg.kind]}")
+    names = [f"{value}{suffix}" for value in values for suffix in suffixes]
+    if agg.private is not None:
+        names += [f"{agg.name}_clamp_low", f"{agg.name}_clamp_high"]
+    return names
+
+
 def _check_output_names(query: Query) -> None:
-    """Refuse a result column name that is also a group column's: the result table
-    holds both, and one would silently overwrite the other (public names only)."""
+    """Refuse a result column name that is also a group column's (compared without
+    case), or another aggregation's result column: the result table holds both, and
+    one would silently overwrite the other (public names only)."""
     groups = {c.casefold(): c for c in query.group_columns}
+    owners: dict[str, str] = {}
     for agg in query.aggregations:
-        names = [agg.name, *(f"{agg.name}_{suffix}" for suffix in ("se", "low", "high"))]
-        if agg.kind == "quantile":
-            names += [f"{agg.name}_{q:g}{suffix}" for q in agg.qs for suffix in ("", "_se")]
-            names += [f"{agg.name}_{q:g}_{end}" for q in agg.qs for end in ("low", "high")]
-        if agg.private is not None:
-            names += [f"{agg.name}_clamp_low", f"{agg.name}_clamp_high"]
-        for name in names:
+        for name in _output_names(agg):
             if name.casefold() in groups:
                 raise InvalidParameter(
                     f"Session.evaluate: the result column {name!r} of aggregation "
                     f"{agg.name!r} has the name of the group column {groups[name.casefold()]!r}; "
                     "give the aggregation another name (name=...)."
+                )
+            other = owners.setdefault(name, agg.name)
+            if other != agg.name:
+                raise InvalidParameter(
+                    f"Session.evaluate: the result column {name!r} of aggregation "
+                    f"{agg.name!r} is also a result column of aggregation {other!r}; "
+                    "give one of them another name (name=...)."
                 )
 
 

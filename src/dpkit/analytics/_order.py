@@ -51,6 +51,7 @@ import numpy.typing as npt
 from dpkit.errors import InternalError, InvalidParameter
 
 __all__ = [
+    "ACCURACY_SUFFIX",
     "ORDER_KINDS",
     "OrderSpec",
     "order_columns",
@@ -61,6 +62,10 @@ __all__ = [
 ]
 
 ORDER_KINDS = ("quantile", "max", "min")
+#: The result column (``<column>_<suffix>``) stating each kind's accuracy as a number:
+#: the rank radius of a quantile (:class:`~dpkit.mechanisms.RankErrorBound`), the
+#: removals of a max or min (:class:`~dpkit.mechanisms.DownSensitivityBound`).
+ACCURACY_SUFFIX = {"quantile": "rank_radius", "max": "removals", "min": "removals"}
 
 #: Grid points for quantiles (resolution (hi - lo) / 1000) and max/min (/ 1024).
 DEFAULT_QUANTILE_GRID = 1001

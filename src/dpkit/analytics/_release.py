@@ -15,7 +15,7 @@ from dpkit.accounting._math.rounding import fraction_up
 from dpkit.accounting.guarantees import ZCDP, PureDP
 from dpkit.analytics._accounting import BudgetKind, Noise, selection_threshold
 from dpkit.analytics._compile import CompiledQuery, StatisticSpec
-from dpkit.analytics._order import OrderSpec, order_columns, release_order
+from dpkit.analytics._order import ACCURACY_SUFFIX, OrderSpec, order_columns, release_order
 from dpkit.analytics.engines import EngineResult
 from dpkit.analytics.query import Query
 from dpkit.errors import InvalidParameter
@@ -257,7 +257,19 @@ class QueryResult:
     columns:
         Column name -> numpy array: the keys, and for each aggregation ``name``,
         ``name_se`` (standard error), ``name_low`` and ``name_high`` (confidence
-        interval at ``confidence``).
+        interval at ``confidence``). A quantile, median, max or min has no standard
+        error (those three are NaN); it states its accuracy in one more integer column,
+        the same in every group (it depends on public parameters only):
+        ``name_rank_radius`` for a quantile or median (at ``confidence``, the release
+        lies within that many ranks of the exact one, ranks of the rows kept by
+        contribution bounding: :class:`~dpkit.mechanisms.RankErrorBound`),
+        ``name_removals`` for a max (min): at the binary search's confidence (at least
+        ``confidence``), at most (least) the exact value and at least (most) what it
+        becomes without the ``removals`` persons that lower (raise) it most
+        (:class:`~dpkit.mechanisms.DownSensitivityBound`). Several quantile levels
+        give ``name_<q>`` and ``name_<q>_rank_radius`` per level (``q_0.5``,
+        ``q_0.5_rank_radius``). Clamping bounds released privately are
+        ``name_clamp_low`` and ``name_clamp_high``.
     releases:
         One :class:`~dpkit.Release` per noisy statistic (integer units), for audit.
     confidence:
@@ -395,6 +407,7 @@ def release(
             per_key = [release_order(spec, histogram.get(k, {}), random, confidence) for k in keys]
             names = order_columns(agg.name, spec)
             nan = np.full(len(keys), np.nan)
+            accuracy = ACCURACY_SUFFIX[spec.kind]
             for level, column_name in enumerate(names):
                 values = [r[level] for r in per_key]
                 releases.extend(values)
@@ -402,6 +415,10 @@ def release(
                 columns[f"{column_name}_se"] = nan.copy()
                 columns[f"{column_name}_low"] = nan.copy()
                 columns[f"{column_name}_high"] = nan.copy()
+                # The accuracy each release states (public: the same in every group).
+                columns[f"{column_name}_{accuracy}"] = np.array(
+                    [getattr(r.error, accuracy) for r in values], dtype=np.int64
+                )
             continue
         idx = [i for i in order if specs[i].aggregation == agg.name]
         # Post-processing of released values: with extreme public bounds a standard

@@ -48,6 +48,11 @@ CSV (``.csv``, ``.csv.gz``, ``.tsv``, ``.tsv.gz``)
     latin-1 refuses 0x80-0x9f: a row value would make the read fail); that copy is
     deleted once read (a process killed meanwhile leaves it in the 0700 directory).
 
+    A file whose first 64 KiB do not decode in the chosen encoding (a Latin-1 file
+    read as UTF-8, whose accented lines DuckDB would skip; a UTF-16 file read as UTF-8)
+    is refused as :class:`~dpkit.errors.DataError`, naming the option to use, before
+    DuckDB opens it: :mod:`dpkit.analytics._csv_encoding`.
+
     A file with no content (0 bytes, or only line ends, spaces and a byte-order mark,
     compressed or not) has no header, so no schema: DuckDB would invent a column
     ``column0``. It is refused as :class:`~dpkit.errors.DataError` before DuckDB opens
@@ -181,6 +186,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dpkit.analytics._csv_encoding import check_encoding
 from dpkit.analytics.engines import NUMBER_TYPES
 from dpkit.errors import DataError, InvalidParameter
 
@@ -399,9 +405,9 @@ def open_file(
     InvalidParameter
         If ``csv`` sets options and the file is Parquet (decided from the name).
     DataError
-        If the format is unknown, the file has no content (so no header), a ``schema``
-        column does not exist, or DuckDB cannot read the file (the message names
-        DuckDB's error class only).
+        If the format is unknown, the file has no content (so no header), its start
+        is not valid in the chosen encoding, a ``schema`` column does not exist, or
+        DuckDB cannot read the file (the message names DuckDB's error class only).
     """
     import duckdb
 
@@ -418,6 +424,8 @@ def open_file(
             f"{file.name!r} is Parquet (its types and missing values are in the file)."
         )
     _refuse_blank(file, is_csv, owner)
+    if is_csv:
+        check_encoding(file, (csv or CsvOptions()).encoding, owner)
     connection, directory, remove = _private_database()
     literal = _string(str(file.resolve()))
     try:

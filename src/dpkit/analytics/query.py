@@ -520,7 +520,8 @@ class Query:
         ``bounds`` (default 1001); with a privacy unit each person contributes at most
         ``max_rows`` of their rows per group. The result column is ``name`` for one level,
         ``name_<q>`` (e.g. ``quantile_x_0.25``) for several; its accuracy is a rank bound
-        (see the release), so the ``_se``/``_low``/``_high`` columns are NaN.
+        (see the release), so the ``_se``/``_low``/``_high`` columns are NaN and the
+        rank radius is the integer column ``name_rank_radius`` (``name_<q>_rank_radius``).
         """
         owner = "Query.quantile"
         levels = (qs,) if isinstance(qs, int | float) else tuple(qs)
@@ -557,7 +558,8 @@ class Query:
 
         Each person contributes their own maximum per group (any number of rows); the
         accuracy is a down-sensitivity bound (see the release), so ``_se``/``_low``/
-        ``_high`` are NaN. Grid: ``grid_size`` points over ``bounds`` (default 1025).
+        ``_high`` are NaN and its number of removals is the integer column
+        ``name_removals``. Grid: ``grid_size`` points over ``bounds`` (default 1025).
         """
         return self._order("max", column, bounds, (), grid_size, name, weight)
 

@@ -207,6 +207,9 @@ class Session:
         rng: RandomLike | None = None,
         schema: Mapping[str, str] | None = None,
         engine: str = "duckdb",
+        encoding: str | None = None,
+        delimiter: str | None = None,
+        na_values: Sequence[str] | None = None,
     ) -> Session:
         """A Session over a Parquet (``.parquet``, ``.pq``) or CSV (``.csv``,
         ``.csv.gz``, ``.tsv``, ``.tsv.gz``) file.
@@ -233,6 +236,16 @@ class Session:
             ``"duckdb"`` (default) or ``"spark"``: the file is read by Spark (the active
             SparkSession, or a local one started now; see :meth:`from_spark`), CSV types
             inferred by Spark unless ``schema=`` names them.
+        encoding:
+            Of a CSV file: ``"utf-8"`` (default), ``"utf-16"`` or ``"latin-1"`` (Python
+            spellings such as ``"ISO-8859-1"`` are accepted). A file whose first 64 KiB
+            do not decode in it is refused here, naming the encoding to use.
+        delimiter:
+            Of a CSV file: the field separator, one character (``"tab"`` for a tab);
+            default: sniffed.
+        na_values:
+            Of a CSV file: texts read as missing, besides the empty field (e.g.
+            ``["NA"]``).
 
         Returns
         -------
@@ -243,10 +256,12 @@ class Session:
         ------
         InvalidParameter
             If ``schema`` is not a mapping of column names to scalar DuckDB type
-            names; checked before the file is touched.
+            names, or a CSV option is not valid (or is given for a Parquet file);
+            checked before the file is touched.
         DataError
-            If there is no file, its format is unknown, ``schema`` names a column the
-            file does not have, or DuckDB cannot read it (the message names DuckDB's
+            If there is no file, its format is unknown, a CSV file's start is not valid
+            in ``encoding``, ``schema`` names a column the file does not have, or DuckDB
+            cannot read it (the message names DuckDB's
             error class only: its text can quote rows).
 
         Notes
@@ -259,12 +274,15 @@ class Session:
         ``schema=`` when the types themselves are sensitive. Parquet types come from
         the file's metadata.
         """
-        from dpkit.analytics._sources import check_schema, open_file
+        from dpkit.analytics._sources import check_csv_options, check_schema, open_file
 
         owner = "Session.from_path"
         if engine not in ("duckdb", "spark"):
             raise InvalidParameter.for_parameter("engine", owner, "'duckdb' or 'spark'", engine)
         checked = check_schema(schema, owner)
+        csv = check_csv_options(
+            encoding=encoding, delimiter=delimiter, na_values=na_values, owner=owner
+        )
         file = Path(path)
         if not file.exists():
             raise DataError(f"{owner}: no file at {str(file)!r}.")
@@ -272,10 +290,10 @@ class Session:
         if engine == "spark":
             from dpkit.analytics.engines.spark import SparkEngine, read_path, spark_session
 
-            frame = read_path(spark_session(owner), str(file.resolve()), checked, owner)
+            frame = read_path(spark_session(owner), str(file.resolve()), checked, owner, csv)
             chosen = SparkEngine(frame)
         else:
-            opened = open_file(file, schema=checked, owner=owner)
+            opened = open_file(file, schema=checked, owner=owner, csv=csv)
             chosen = DuckDBEngine(opened.connection, opened.relation)
         return cls(
             chosen,

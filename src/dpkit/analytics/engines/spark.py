@@ -906,8 +906,17 @@ def read_path(
     ancient dates with a rebase mode of EXCEPTION (:data:`_PARQUET_REBASE`). A CSV file
     is materialised, as any DataFrame: Spark's CSV reader can fail on a line (one with
     more fields than ``maxColumns``, 20,480: a task failure in every mode), and the
-    copy makes every later query cheaper."""
+    copy makes every later query cheaper.
+
+    A local CSV file whose first 64 KiB are not valid in the chosen encoding is refused
+    before Spark reads it (:mod:`dpkit.analytics._csv_encoding`)."""
     lower = path.lower()
+    if lower.endswith((".csv", ".csv.gz", ".tsv", ".tsv.gz")) and os.path.isfile(path):
+        from pathlib import Path
+
+        from dpkit.analytics._csv_encoding import check_encoding
+
+        check_encoding(Path(path), "utf-8" if csv is None else csv.encoding, owner)
     reader = spark.read
     options: dict[str, str] = {}
     if csv is not None:
