@@ -157,8 +157,9 @@ def test_whether_a_file_is_refused_depends_on_its_first_64_kib_only(
     (outcome,) = outcomes
     assert (outcome == "opened") == (head == "clean")
     if head != "clean":
-        offset = 100 if head == "bad-at-100" else ENCODING_SAMPLE_BYTES - 1
-        assert f"byte {offset} " in outcome and "--encoding latin-1" in outcome
+        # Refused without saying where the bad byte is (it would point at a row).
+        assert "a byte in its start does not decode" in outcome
+        assert "--encoding latin-1" in outcome
 
 
 def test_a_refused_file_charges_nothing(tmp_path: Path) -> None:

@@ -60,9 +60,8 @@ def test_a_latin1_file_read_as_utf8_is_refused_with_the_option_to_use(
         tmp_path / name, text.replace(",", "\t" if "tsv" in name else ",").encode("latin-1")
     )
     message = refused(path)
-    offset = text.encode("utf-8").index("â".encode())  # the first non-ASCII byte
     assert repr(name) in message and "is not valid UTF-8" in message
-    assert f"byte {offset}" in message
+    assert "a byte in its start" in message  # never where: it would point at a row
     assert ("decompressed" in message) == name.endswith(".gz")
     assert "--encoding latin-1" in message and "encoding='latin-1'" in message
     assert "nothing was spent" in message
@@ -76,8 +75,8 @@ def test_a_latin1_file_read_as_utf8_is_refused_with_the_option_to_use(
     [
         (codecs.BOM_UTF16_LE + "a,b\n1,2\n".encode("utf-16-le"), None, "--encoding utf-16"),
         (codecs.BOM_UTF16_BE + "a,b\n1,2\n".encode("utf-16-be"), None, "--encoding utf-16"),
-        ("a,b\n1,2\n".encode("utf-16-le"), None, "NUL byte (byte 1)"),
-        ("a,b\n1,2\n".encode("utf-16-be"), None, "NUL byte (byte 0)"),
+        ("a,b\n1,2\n".encode("utf-16-le"), None, "holds a NUL byte"),
+        ("a,b\n1,2\n".encode("utf-16-be"), None, "holds a NUL byte"),
         ("a,b\n1,2\n".encode("utf-16-le"), "utf-16", "does not start with a UTF-16"),
         ("a,b\n1,é\n".encode(), "utf-16", "leave the encoding out"),
         (codecs.BOM_UTF8 + b"a,b\n1,2\n", "latin-1", "It is UTF-8"),
@@ -85,7 +84,7 @@ def test_a_latin1_file_read_as_utf8_is_refused_with_the_option_to_use(
         (codecs.BOM_UTF16_LE + "a,b\n".encode("utf-16-le"), "latin-1", "It is UTF-16"),
         ("a,b\n1,2\n".encode("utf-32"), None, "convert the file to UTF-8"),
         ("a,b\n1,2\n".encode("utf-32"), "utf-16", "convert the file to UTF-8"),
-        (codecs.BOM_UTF16_LE + b"a\x00\x00\xdc\n\x00", "utf-16", "byte 4 (counting"),
+        (codecs.BOM_UTF16_LE + b"a\x00\x00\xdc\n\x00", "utf-16", "a byte in its start"),
     ],
     ids=[
         "utf16le-as-utf8",
@@ -137,9 +136,9 @@ def test_only_the_first_64_kib_are_checked(tmp_path: Path) -> None:
     # offset past the sample: not looked at.
     path = write(tmp_path / "past.csv", head[:ENCODING_SAMPLE_BYTES] + b"\xa9\n2,y\n")
     check_encoding(path, "utf-8", "test")
-    # At the last offset of the sample: refused, at that offset.
+    # At the last offset of the sample: refused (the message never says where).
     path = write(tmp_path / "last.csv", head[: ENCODING_SAMPLE_BYTES - 1] + b"\xa9\n2,y\n")
-    with pytest.raises(DataError, match=f"byte {ENCODING_SAMPLE_BYTES - 1} "):
+    with pytest.raises(DataError, match="a byte in its start does not decode"):
         check_encoding(path, "utf-8", "test")
 
 

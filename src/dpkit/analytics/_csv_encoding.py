@@ -13,8 +13,8 @@ the same start where DuckDB's sniffer takes its sample of rows. Like the sniffed
 dialect and column types, what this start of the file says about its format is
 treated as public; the rest of the file is never looked at here, so a byte past the
 sample cannot change whether the file is refused (tests/adversarial/test_csv_encoding.py).
-Refused, as :class:`~dpkit.errors.DataError` naming the file, the byte offset (within
-the sample) and the option to use:
+Refused, as :class:`~dpkit.errors.DataError` naming the file and the option to use
+(not where the bad byte is: that would point at a row):
 
 - a byte-order mark of another encoding than the chosen one (a UTF-16 mark read as
   UTF-8, a UTF-8 mark read as Latin-1 or UTF-16), or of UTF-32, which is not read;
@@ -75,7 +75,7 @@ def check_encoding(file: Path, encoding: str, owner: str) -> None:
     Raises
     ------
     DataError
-        Naming the file, the byte offset and the encoding to use instead.
+        Naming the file and the encoding to use instead.
     """
     data = _sample(file)
     if data is None:
@@ -130,8 +130,8 @@ def _problem(data: bytes, encoding: str) -> tuple[str, str] | None:
         )
     if encoding == "utf-8" and b"\x00" in data.split(b"\n", 1)[0]:
         what = (
-            f"is not {chosen}: its first line holds a NUL byte (byte {data.index(0)}"
-            "{text}), as the header of a UTF-16 file without a byte-order mark does"
+            f"is not {chosen}: its first line{{text}} holds a NUL byte, as the header of "
+            "a UTF-16 file without a byte-order mark does"
         )
         return what, (
             "If it is UTF-16, convert it to UTF-8 (e.g. iconv -f UTF-16LE -t UTF-8), or "
@@ -141,9 +141,10 @@ def _problem(data: bytes, encoding: str) -> tuple[str, str] | None:
         # final=False: a character cut by the sample's end is not an error (module
         # docstring), so the answer is a function of these bytes alone.
         codecs.getincrementaldecoder(encoding)("strict").decode(data, final=False)
-    except UnicodeError as err:
-        start = err.start if isinstance(err, UnicodeDecodeError) else 0
-        what = f"is not valid {chosen}: byte {start}{{text}} (counting from 0) does not decode"
+    except UnicodeError:
+        # Where the bad byte is would say which row holds it: a fact about row values,
+        # which the analyst is never told (DESIGN: the Session's threat model).
+        what = f"is not valid {chosen}: a byte in its start{{text}} does not decode"
         return what, _other_than(encoding)
     return None
 
