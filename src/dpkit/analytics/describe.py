@@ -390,6 +390,7 @@ def describe(
             requested="the remaining budget",
             remaining=total,
         )
+    _check_smallest_query(session, plan, total, choose_max_rows=max_rows is None)
     shares = _Shares(session, total, plan)
     tell = progress or (lambda _label: None)
     runner = _Runner(session, plan, shares, confidence)
@@ -460,6 +461,50 @@ def describe(
         max_rows=plan.max_rows,
         alerts=tuple(alerts),
     )
+
+
+#: The smallest query of the plan gets its share of the budget split further, between a
+#: query's aggregations and (with a privacy unit) up to MAX_GROUPS_PER_PERSON groups;
+#: the check before the first charge divides by this much to cover both.
+SMALLEST_SPLIT = 4 * MAX_GROUPS_PER_PERSON
+
+
+def _check_smallest_query(
+    session: Session, plan: DescribePlan, total: Guarantee, *, choose_max_rows: bool
+) -> None:
+    """Refuse, before anything is charged, a plan whose smallest query the Session would
+    refuse: a PureDP budget of 1e-5 or weights 1e6 apart give some query a budget whose
+    noise the exact samplers cannot draw, and the Session refuses that query only when
+    it comes, after the earlier ones were charged (an attack in
+    tests/adversarial/test_describe_stages_attacks.py). Each kind of query is stood for
+    by a count at its largest sensitivity on its smallest share (shares only grow when
+    they are reallocated): the columns' smallest query split :data:`SMALLEST_SPLIT` ways,
+    the rows' counts, the rows-dropped count at ``DROPPED_FACTOR`` times the bound, the
+    ``max_rows`` ladder at its largest bound. Public information only."""
+    shrink = 1.0 - MAX_ROWS_SHARE if choose_max_rows and plan.max_rows is not None else 1.0
+    m = plan.max_rows
+    if m is not None and choose_max_rows:
+        m = MAX_ROWS_LADDER[-1]  # the largest bound it may choose
+    # (sensitivity in rows per person or None, share of the budget, ways it is split)
+    checks: list[tuple[int | None, float, int]] = [
+        (m, min(plan.shares, default=1.0) * INTEGER_CHECK_SHARE * shrink, SMALLEST_SPLIT),
+        (m, plan.share * shrink * (1.0 if m is None else 1.0 - DROPPED_SHARE), 2),
+    ]
+    if m is not None:
+        checks.append((min(DROPPED_FACTOR * m, 2**31), plan.share * shrink * DROPPED_SHARE, 1))
+        if choose_max_rows:
+            checks.append((m, MAX_ROWS_SHARE / len(MAX_ROWS_LADDER), 1))
+    for rows_per_person, share, ways in checks:
+        query = Query() if rows_per_person is None else Query().bound(max_rows=rows_per_person)
+        try:
+            session.explain(query.count(name="rows"), budget=_scaled(total, share / ways))
+        except InvalidParameter as err:
+            raise InvalidParameter(
+                f"describe: the budget left ({total}) is too small for this plan (or its "
+                f"weights too far apart): one of its queries would get {share:.3g} of it, "
+                f"and the Session refuses such a query ({err}). Give a larger budget, fewer "
+                "columns or weights closer together. Nothing was spent."
+            ) from None
 
 
 def _dataset_alerts(columns: Sequence[ColumnSummary]) -> list[str]:
