@@ -133,3 +133,29 @@ def test_withheld_percentiles_carry_no_number_and_their_reason() -> None:
     assert stats["p50"].estimate is None and stats["p50"].withheld.startswith("withheld")
     assert "percentiles withheld at this n" in column.alerts
     assert column.missing is not None and column.missing.ci_low == 0.0
+
+
+def test_a_missing_share_too_noisy_to_say_anything_is_withheld() -> None:
+    # Counts with a standard error of 150 around 400 rows: the share's interval would
+    # span most of [0, 1], and "46% missing" of a complete column would mislead.
+    share = missing_share(
+        Statistic("rows", 442.0, std_error=150.0),
+        Statistic("count", 231.0, std_error=150.0),
+        0.95,
+        laplace=False,
+    )
+    assert share is not None and share.estimate is None
+    assert share.withheld.startswith("withheld: the counts are too noisy")
+
+
+def test_text_columns_get_a_missing_share_from_their_pre_check() -> None:
+    rng = np.random.default_rng(8)
+    city = rng.choice(["a", "b", "c"], 20_000).astype(object)
+    city[:4_000] = None  # 20% missing
+    session = dp.Session.from_pandas(
+        pd.DataFrame({"city": city}), budget=dp.ApproxDP(2.0, 1e-6), rng=4
+    )
+    (column,) = describe(session).columns
+    assert column.missing is not None and column.missing.ci_low is not None
+    assert column.missing.ci_low <= 0.2 <= column.missing.ci_high  # type: ignore[operator]
+    assert {c.category for c in column.top_categories} == {"a", "b", "c"}

@@ -196,6 +196,7 @@ class RunnerBase:
         self.rows_count: Statistic | None = None
         self.persons_count: Statistic | None = None
         self.prechecked: dict[str, float] = {}  # column -> fraction its pre-check spent
+        self.value_counts: dict[str, Statistic] = {}  # text column -> count of values
 
     def _query(self) -> Query:
         query = Query()

@@ -40,6 +40,9 @@ LEVEL_LADDER: tuple[tuple[float, ...], ...] = (
     (0.25, 0.5, 0.75),
     (0.5,),
 )
+#: A missing share whose interval is wider than this is withheld (a complete column
+#: shown as "46% missing, 0-97%" would mislead more than it tells).
+MISSING_USEFUL = 0.5
 #: A mean is flagged in the Overview when clamping to the released range may move more
 #: than this share of the values.
 CLAMPED_ALERT = 0.10
@@ -136,7 +139,8 @@ def missing_share(
     ``1 - (1 - confidence) / 2``, so both hold together with probability at least
     ``confidence`` (union bound), and then the share lies between
     ``1 - values_high / rows_low`` and ``1 - values_low / rows_high`` (clamped to
-    [0, 1]). A complete column reads about 0 with an interval from 0.
+    [0, 1]). A complete column reads about 0 with an interval from 0. An interval
+    wider than :data:`MISSING_USEFUL` is withheld (``estimate`` None, with the reason).
     """
     level = 1.0 - (1.0 - confidence) / 2.0
     rows_half = half_width(rows, level, laplace=laplace)
@@ -150,6 +154,16 @@ def missing_share(
     low = _clip(1.0 - values_high / rows_low) if rows_low > 0 else 0.0
     high = _clip(1.0 - max(values_low, 0.0) / max(rows_high, 1.0))
     low, high = min(low, estimate), max(high, estimate)
+    if high - low > MISSING_USEFUL:
+        return Statistic(
+            name="missing",
+            estimate=None,
+            withheld=(
+                f"withheld: the counts are too noisy at this budget (the share's "
+                f"{confidence:.0%} interval would span {low:.0%} to {high:.0%})"
+            ),
+            mechanism="post-processing of the counts of rows and of values",
+        )
     return Statistic(
         name="missing",
         estimate=estimate,

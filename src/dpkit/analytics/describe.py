@@ -123,10 +123,13 @@ DROPPED_SHARE, DROPPED_FACTOR = 0.25, 10
 #: (counts of rows kept at growing bounds; :meth:`_Runner.choose_max_rows`).
 MAX_ROWS_SHARE = 0.05
 #: A text column's share spent first on a count of its values and of its distinct
-#: values: a column in which no category can reach the selection threshold (an
+#: values (a pre-check): a column in which no category can reach the selection threshold (an
 #: identifier, a free-text field) is then skipped and the rest of its share goes to the
 #: other columns (issue 28: such columns took 37% and 58% of two tables' budgets).
-PRECHECK_SHARE = 0.1
+PRECHECK_SHARE = 0.15
+#: ... of which the count of distinct values gets this weight against the count of
+#: values' 1 (that count gives the column's missing share).
+DISTINCT_WEIGHT = 3.0
 #: Per-column weights (``describe(weights=...)``) may differ from each other and from the
 #: row count's weight 1 by at most this factor: a share a million times smaller than
 #: another would be pure noise.
@@ -676,7 +679,8 @@ class _Runner(NumericRunner):
                 self._shares.skip(share, f"{name}: skipped (too few rows)")
                 continue
             tell(f"{name} distinct values")
-            distinct = self._distinct(name, share * PRECHECK_SHARE)
+            distinct, count = self._distinct(name, share * PRECHECK_SHARE)
+            self.value_counts[name] = count
             # Point estimates (a heuristic on releases, so any rule is private): an
             # identifier has about as many distinct values as rows, and the room left
             # for repeated values is within noise of 0, far below the threshold.
@@ -688,23 +692,31 @@ class _Runner(NumericRunner):
                     f"for about {max(room, 0.0):,.0f} repeated values, and a category needs "
                     f"a noisy count of at least {threshold:,} to be selected"
                 )
-                summary = self._skipped(name, sql_type, reason, ("likely identifier",), (distinct,))
+                summary = self._skipped(
+                    name, sql_type, reason, ("likely identifier",), (count, distinct)
+                )
                 skipped[name] = (summary, share * (1.0 - PRECHECK_SHARE))
                 self._shares.skip(share * (1.0 - PRECHECK_SHARE), f"{name}: skipped")
             else:
                 self.prechecked[name] = share * PRECHECK_SHARE
         return skipped
 
-    def _distinct(self, name: str, fraction: float) -> Statistic:
-        """A noisy count of a column's distinct (non-missing) values."""
-        budget = self._shares.take(fraction, f"{name}: distinct values", "count")
+    def _distinct(self, name: str, fraction: float) -> tuple[Statistic, Statistic]:
+        """Noisy counts of a column's distinct (non-missing) values and of its values
+        (the latter for its missing share; :data:`DISTINCT_WEIGHT` of the query's
+        budget goes to the distinct count, which decides the pre-check)."""
+        budget = self._shares.take(fraction, f"{name}: values, distinct values", "count")
         query = (
             self._query()
             .filter(f"{_quote(name)} IS NOT NULL")
-            .count_distinct(name, name="distinct")
+            .count(name="count")
+            .count_distinct(name, name="distinct", weight=DISTINCT_WEIGHT)
         )
         result = self._evaluate(query, budget)
-        return _statistic(result, "distinct", "distinct values", self._confidence, budget)
+        unit = "values" + self._kept
+        count = _statistic(result, "count", "count", self._confidence, budget, unit=unit)
+        distinct = _statistic(result, "distinct", "distinct values", self._confidence, budget)
+        return distinct, count
 
     def _skipped(
         self,
@@ -714,10 +726,13 @@ class _Runner(NumericRunner):
         alerts: tuple[str, ...] = (),
         statistics: tuple[Statistic, ...] = (),
     ) -> ColumnSummary:
+        counts = [s for s in statistics if s.name == "count"]
+        missing = self._missing(counts[0]) if counts else None
         return ColumnSummary(
             name,
             "categorical",
             statistics=statistics,
+            missing=missing,
             notes=(f"Skipped: {reason}; its share went to the other columns.",),
             sql_type=sql_type,
             alerts=alerts,
@@ -750,14 +765,20 @@ class _Runner(NumericRunner):
             f"{len(order)} categories passed private selection (threshold "
             f"{result.selection_threshold}); the {min(top, len(order))} largest are shown.",
         )
-        alerts = () if len(order) else ("used budget, released nothing",)
+        count = self.value_counts.get(name)
+        missing = None if count is None else self._missing(count)
+        alerts = common_alerts((), missing)
+        if not len(order):
+            alerts.append("used budget, released nothing")
         return ColumnSummary(
             name,
             "categorical",
+            statistics=() if count is None else (count,),
+            missing=missing,
             top_categories=tuple(counts),
             notes=notes,
             sql_type=sql_type,
-            alerts=alerts,
+            alerts=tuple(alerts),
         )
 
     def boolean(self, name: str, sql_type: str) -> ColumnSummary:

@@ -376,14 +376,17 @@ def format_percent(share: float) -> str:
 
 
 def _released_missing(missing: Statistic) -> str:
-    """``~0% (<= 2.1%)`` when the interval reaches 0, else ``12% (9-15%)``."""
+    """``~0% (<= 2.1%)`` for an estimate of about 0, ``3% (<= 9%)`` when the interval
+    reaches 0, else ``12% (9-15%)``; "withheld" when too noisy to say anything."""
     if missing.estimate is None:
         return WITHHELD
     low, high = missing.ci_low, missing.ci_high
     if low is None or high is None:
         return format_percent(missing.estimate)
-    if low <= 0 or missing.estimate <= 0:
+    if missing.estimate <= 0.005:
         return f"~0% (\u2264 {format_percent(high)})"
+    if low <= 0:  # the point estimate, and how high it may be
+        return f"{format_percent(missing.estimate)} (\u2264 {format_percent(high)})"
     # One precision for the whole interval, set by its upper end.
     decimals = 1 if min(1.0, high) < 0.1 else 0
     low_text = f"{100 * min(1.0, low):.{decimals}f}"
