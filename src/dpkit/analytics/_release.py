@@ -262,7 +262,9 @@ class QueryResult:
         the same in every group (it depends on public parameters only):
         ``name_rank_radius`` for a quantile or median (at ``confidence``, the release
         lies within that many ranks of the exact one, ranks of the rows kept by
-        contribution bounding: :class:`~dpkit.mechanisms.RankErrorBound`),
+        contribution bounding: :class:`~dpkit.mechanisms.RankErrorBound`; the count
+        of values those ranks are out of is released by adding ``.count()`` to the
+        same query, as ``dpkit describe`` does for its ``rank_count``),
         ``name_removals`` for a max (min): at the binary search's confidence (at least
         ``confidence``), at most (least) the exact value and at least (most) what it
         becomes without the ``removals`` persons that lower (raise) it most
