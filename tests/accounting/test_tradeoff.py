@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 
-from dpkit.accounting import GaussianEvent, PureEvent
+from dpkit.accounting import ApproxEvent, GaussianEvent, PureEvent
 from dpkit.accounting.pld import PLDAccountant
 from dpkit.accounting.rdp import RDPAccountant
 from dpkit.accounting.tradeoff import (
@@ -103,3 +103,42 @@ def test_gaussian_tradeoff_endpoints() -> None:
 def test_bad_input(call: object) -> None:
     with pytest.raises(InvalidParameter):
         call()  # type: ignore[operator]
+
+
+def _worst_pair(epsilon: float, delta: float) -> tuple[np.ndarray, np.ndarray]:
+    """The pair (P, Q) whose trade-off curve is exactly f_{eps, delta} (four outcomes)."""
+    e = math.exp(epsilon)
+    p = np.array([delta, (1 - delta) * e / (1 + e), (1 - delta) / (1 + e), 0.0])
+    return p, p[::-1].copy()
+
+
+def _exact_tradeoff(p: np.ndarray, q: np.ndarray, alphas: np.ndarray) -> np.ndarray:
+    """Type II error of the Neyman-Pearson test of P against Q at type I errors alphas."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(p > 0, q / np.where(p > 0, p, 1.0), np.inf)
+    order = np.argsort(-ratio, kind="stable")
+    fpr = np.concatenate([[0.0], np.cumsum(p[order])])
+    tpr = np.concatenate([[0.0], np.cumsum(q[order])])
+    # Of equal FPRs keep the last (largest TPR): outcomes P never gives come first.
+    keep = np.concatenate([np.diff(fpr) > 0, [True]])
+    tpr_at = np.interp(alphas, fpr[keep], tpr[keep])
+    return np.asarray(1.0 - tpr_at)
+
+
+def test_composed_approx_events_with_a_delta_floor_get_a_curve() -> None:
+    # Issue 33, item 1: the composed delta never falls below 1e-6 (it stops at 0.28), so
+    # the default epsilon grid was linspace(0, inf) and get_delta(nan) raised. The
+    # curve must be defined, and safe: never above the exact trade-off of the product
+    # of the two worst-case pairs (Neyman-Pearson on 16 outcomes).
+    accountant = PLDAccountant().compose(ApproxEvent(1.0, 0.1)).compose(ApproxEvent(2.0, 0.2))
+    alphas = np.linspace(0.0, 1.0, 201)
+    curve = tradeoff_curve(accountant, alphas)
+    tpr = max_true_positive_rate(accountant, alphas)
+    assert np.all(np.isfinite(curve)) and np.all((curve >= 0) & (curve <= 1))
+    np.testing.assert_allclose(tpr, 1.0 - curve)
+    (p1, q1), (p2, q2) = _worst_pair(1.0, 0.1), _worst_pair(2.0, 0.2)
+    exact = _exact_tradeoff(np.outer(p1, p2).ravel(), np.outer(q1, q2).ravel(), alphas)
+    assert np.all(curve <= exact + 1e-9)
+    assert tpr[0] >= 0.28 - 1e-9  # at FPR 0 the delta floor is the attack's power
+    # ... and close to exact where the accountant's pairs say it all (within 0.05).
+    assert np.max(exact - curve) < 0.05

@@ -134,11 +134,36 @@ def gdp_mu(*, noise_multiplier: float, count: int = 1) -> float:
 
 
 def _epsilon_grid(accountant: Accountant, points: int) -> FloatArray:
-    """Epsilons from 0 to where the accountant's delta is negligible (1e-12)."""
+    """Epsilons from 0 to where the accountant's delta is negligible (1e-12), or, when
+    its delta never gets that small, to where it stops falling (:func:`_plateau`)."""
     top = accountant.get_epsilon(1e-12)
     if not math.isfinite(top) or top <= 0.0:
         top = max(1.0, accountant.get_epsilon(1e-6) * 2.0)
+    if not math.isfinite(top):
+        top = _plateau(accountant)
     return np.linspace(0.0, top, points)
+
+
+#: The largest epsilon :func:`_plateau` looks at (delta(eps) of any mechanism with a
+#: delta floor has long reached it: e^-1024 is below every float).
+_PLATEAU_LIMIT = 1024.0
+
+
+def _plateau(accountant: Accountant) -> float:
+    """An epsilon from which the accountant's delta no longer falls (by 1e-12).
+
+    Composed ``(eps_i, delta_i)`` events have a delta that never falls below a floor
+    (ApproxDP(1, 0.1) with ApproxDP(2, 0.2): 0.28, reached at eps = 3), so the epsilon
+    at delta 1e-6 is infinite; the trade-off curve is then the maximum over an epsilon
+    grid up to the floor's start. Any grid gives a valid (lower) curve; this one loses
+    nothing beyond it, since larger epsilons only repeat the floor's delta."""
+    eps, delta = 1.0, accountant.get_delta(1.0)
+    while eps < _PLATEAU_LIMIT:
+        lower = accountant.get_delta(2.0 * eps)
+        if delta - lower <= 1e-12:
+            break
+        eps, delta = 2.0 * eps, lower
+    return 2.0 * eps
 
 
 def tradeoff_curve(
