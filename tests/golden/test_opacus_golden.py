@@ -21,12 +21,13 @@ from dpkit.accounting.calibrate import dpsgd_epsilon, dpsgd_noise_multiplier
 
 DELTA = 1e-5
 RATE = 0.04
-# Opacus counts int(90 / 0.04) = 2249 steps (float division lands just below 2250);
-# dpkit's front door rounds epochs / q up (2250), the safe side.
-OPACUS_STEPS = 2249
+# Opacus counts int(90 / 0.04) steps: 90 / 0.04 is exactly 2250.0 in floats, so 2250
+# (issue 33: this file said 2249, and passed only through a 0.1% tolerance).
+OPACUS_STEPS = 2250
 
 # (quantity, Opacus's value, Opacus's tolerance)
-OPACUS_RDP_EPSILON = 7.32911117143  # sigma 1.5, 2249 steps; assertAlmostEqual (7 places)
+OPACUS_RDP_EPSILON = 7.32911117143  # sigma 1.5, 2250 steps; assertAlmostEqual (7 places)
+PLACES7 = 5e-8  # assertAlmostEqual's 7 places: |difference| rounds to 0
 OPACUS_GDP_EPSILON = (6.59, 6.6)  # GaussianAccountant, same run; assertLess both ways
 OPACUS_SIGMA_EPOCHS = 1.416  # target eps 8, 90 epochs; places=4
 OPACUS_SIGMA_STEPS = 1.3562  # target eps 8, 2000 steps; places=4
@@ -54,8 +55,10 @@ def test_rdp_epsilon_of_the_reference_run() -> None:
     ours = dpsgd_epsilon(
         sampling_probability=RATE, noise_multiplier=1.5, steps=OPACUS_STEPS, delta=DELTA
     )
-    # Never looser than Opacus's RDP, and within 0.1% of it (same analysis).
-    assert OPACUS_RDP_EPSILON * (1 - 1e-3) <= ours <= OPACUS_RDP_EPSILON + 1e-7
+    # The same analysis (Mironov's RDP of the subsampled Gaussian, the same order
+    # grid's optimum): equal to Opacus's value within Opacus's own 7 places (2249 steps,
+    # 7.32728, would fail).
+    assert abs(ours - OPACUS_RDP_EPSILON) < PLACES7
     lower, _ = _prv_interval(1.5, OPACUS_STEPS)
     assert ours >= lower
     pld = dpsgd_epsilon(
