@@ -70,7 +70,8 @@ class GaussianNB(DPModelMixin, ClassifierMixin, BaseEstimator):  # type: ignore[
         Public ``(lower, upper)`` per feature (or scalars). Required: never read from
         the data.
     classes:
-        The public label set (a sequence). Rows with other labels are refused.
+        The public label set (a sequence). Rows with other labels are dropped, not
+        refused: whether ``fit`` succeeds must not depend on a row's value.
     var_smoothing:
         Added to every variance (in units of the scaled feature, whose range is 2), as in
         scikit-learn. Variances are also floored at their own noise level (see
