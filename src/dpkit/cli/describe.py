@@ -373,12 +373,21 @@ def _dry_run(
         session, columns=columns, max_rows=max_rows, date_range=date_range, weights=weights
     )
     lines = describe_plan(session, plan, assume_rows=assume_rows)
+    chosen_privately = session.privacy_unit is not None and max_rows is None
     warnings = size_warnings(lines, assume_rows)
     if not output.json_to_stdout:
         print_plan(session, plan, lines, output.out)
         for warning in warnings:
             output.out.print(f"Warning: {warning}", highlight=False, markup=False)
+        if chosen_privately:
+            output.out.print(
+                f"max_rows is chosen privately at run time (5% of the budget); this plan "
+                f"assumes {plan.max_rows}. Give --max-rows to fix it.",
+                highlight=False,
+                markup=False,
+            )
     payload = plan_payload(session, plan, lines)
+    payload["max_rows_chosen_privately"] = chosen_privately
     payload["assume_rows"] = assume_rows
     payload["warnings"] = warnings
     output.write_json(json.dumps(payload, indent=2))
