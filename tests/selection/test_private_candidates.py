@@ -839,3 +839,21 @@ def test_the_exact_sampler_refines_when_undecided(monkeypatch, name, shape, mean
     rng = seeded(22)
     draws = np.array([law.sample(rng) for _ in range(3000)])
     assert_pmf(draws, lambda k: k_pmf(law, k), alpha=ALPHA)
+
+
+def test_delta_is_used_for_a_capped_zcdp_candidate() -> None:
+    # Issue 33, item 4: with a cap the run's event is the composition of T zCDP draws, and
+    # delta= was silently ignored (a ZCDP guarantee came back). It now states the
+    # (epsilon, delta) guarantee that composition implies; without delta, the zCDP one.
+    from dpkit.accounting import ZCDPEvent
+
+    def candidate(rng: object) -> tuple[float, int]:
+        return 0.5, 1
+
+    options = {"event": ZCDPEvent(0.1), "stop_probability": 0.3, "max_draws": 10, "rng": 1}
+    with pytest.warns(dp.InsecureRandomWarning):
+        plain = random_stopping(candidate, **options)  # type: ignore[arg-type]
+        asked = random_stopping(candidate, delta=1e-6, **options)  # type: ignore[arg-type]
+    assert plain.guarantee == dp.ZCDP(1.0000000000000002)  # 10 x 0.1, rounded up
+    assert asked.guarantee == dp.ZCDP(1.0000000000000002).to_approx(1e-6)
+    assert isinstance(asked.guarantee, dp.ApproxDP) and asked.guarantee.delta == 1e-6

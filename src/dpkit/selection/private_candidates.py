@@ -379,7 +379,10 @@ def _guarantee(event: Event, delta: float | None, owner: str) -> Guarantee:
     if not isinstance(event, RepeatAndSelectEvent):
         rho = zcdp_rho(event)
         if rho is not None:
-            return ZCDP(rho)
+            # With delta= (an (epsilon, delta) statement asked for): rho-zCDP implies
+            # (eps(rho, delta), delta)-DP by ZCDP.to_approx's conversion; before issue
+            # 33 the delta was silently ignored here.
+            return ZCDP(rho) if delta is None else ZCDP(rho).to_approx(delta)
     if delta is not None:
         from dpkit.accounting import RDPAccountant
 
