@@ -590,7 +590,8 @@ class _Runner(NumericRunner):
         note = (
             f"max_rows = {chosen} chosen privately ({fraction:.1%} of the budget): the "
             f"smallest bound of {', '.join(map(str, MAX_ROWS_LADDER))} at which noisy counts "
-            "of rows kept show that about 90% of persons keep all their rows. Give "
+            "of rows kept show that at least about 90% of persons keep all their rows "
+            "(a conservative choice). Give "
             "--max-rows to set it yourself."
         )
         return chosen, note, unspent
