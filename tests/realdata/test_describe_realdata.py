@@ -42,7 +42,7 @@ import dpkit as dp
 from dpkit.analytics.describe import describe
 from dpkit.report.model import DatasetSummary
 
-SEEDS_CI = 3
+SEEDS_CI = 2
 SEEDS_FULL = 20
 FALSE_FAILURE = 1e-6
 BUDGET = dp.ApproxDP(1.0, 1e-6)
