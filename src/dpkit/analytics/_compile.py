@@ -31,7 +31,7 @@ from dpkit.analytics._keys import canonical_key_tuples
 from dpkit.analytics._order import ACCURACY_SUFFIX, ORDER_KINDS, OrderSpec, order_spec
 from dpkit.analytics._plan import PartScope, Plan, Statistic
 from dpkit.analytics.engines import is_numeric, quote
-from dpkit.analytics.query import Aggregation, KeySet, Query
+from dpkit.analytics.query import Aggregation, KeySet, Query, TableKeys
 from dpkit.errors import DataError, InvalidParameter
 
 __all__ = ["CompiledQuery", "StatisticSpec", "compile_query"]
@@ -285,6 +285,12 @@ def compile_query(
     if not query.aggregations:
         raise InvalidParameter(
             f"{owner}: the query has no aggregation (add .count(), .sum(), ...)."
+        )
+    if query.table is not None or query.joins or isinstance(query.keys, TableKeys):
+        # The Session resolves them (Session._view_for) before compiling.
+        raise InvalidParameter(
+            f"{owner}: Query.from_table, Query.join and KeySet.from_table need a Session "
+            "over several tables (Session.from_tables)."
         )
     # Expressions: derived columns see the table and earlier derived columns.
     known = set(schema)

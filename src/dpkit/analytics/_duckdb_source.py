@@ -19,16 +19,24 @@ from typing import Any
 from dpkit.analytics._sources import (
     _TABLE,
     OpenedFile,
+    PrivateDatabase,
     _forget_database_file,
     _ident,
-    _private_database,
+    private_database,
 )
 from dpkit.errors import DataError, InvalidParameter
 
 __all__ = ["open_duckdb"]
 
 
-def open_duckdb(connection: Any, table: str, *, owner: str) -> OpenedFile:
+def open_duckdb(
+    connection: Any,
+    table: str,
+    *,
+    owner: str,
+    into: PrivateDatabase | None = None,
+    name_in: str = _TABLE,
+) -> OpenedFile:
     """The relation a Session reads for ``table`` of the caller's DuckDB ``connection``.
 
     A plain DuckDB base table (module docstring, "Tables and views of a DuckDB
@@ -38,6 +46,8 @@ def open_duckdb(connection: Any, table: str, *, owner: str) -> OpenedFile:
     file or a Python object...) is evaluated once, now, and copied into a table of a
     private DuckDB database (as a CSV file is), so that its own expressions cannot fail
     during a query. The caller's connection is only read, through a cursor of its own.
+    With ``into`` (a Session over several tables, which must all be in one database),
+    every table is copied, into ``into`` as the table ``name_in``.
 
     Raises
     ------
@@ -60,10 +70,10 @@ def open_duckdb(connection: Any, table: str, *, owner: str) -> OpenedFile:
     try:
         name = _ident(table)
         _describe(cursor, name, table, owner)
-        in_place = _plain_table(cursor, name, table)
+        in_place = None if into is not None else _plain_table(cursor, name, table)
         if in_place is not None:
             return OpenedFile(connection=connection, relation=in_place)
-        return _copy_relation(cursor, name, table, owner)
+        return _copy_relation(cursor, name, table, owner, into, name_in)
     finally:
         cursor.close()
 
@@ -136,7 +146,14 @@ def _logical_plan(cursor: Any, sql: str) -> str | None:
     return plans[0] if len(plans) == 1 else None
 
 
-def _copy_relation(cursor: Any, name: str, table: str, owner: str) -> OpenedFile:
+def _copy_relation(
+    cursor: Any,
+    name: str,
+    table: str,
+    owner: str,
+    into: PrivateDatabase | None = None,
+    name_in: str = _TABLE,
+) -> OpenedFile:
     """Evaluate ``name`` once on ``cursor`` and copy its rows into a private database
     (:func:`_private_database`), through an Arrow stream."""
     import duckdb
@@ -146,17 +163,19 @@ def _copy_relation(cursor: Any, name: str, table: str, owner: str) -> OpenedFile
     # this option would set it for the caller's whole database.
     with contextlib.suppress(duckdb.Error):
         cursor.execute("SET SESSION arrow_lossless_conversion = true")
-    connection, directory, remove = _private_database()
+    database = into if into is not None else private_database()
+    connection, directory, remove = database.connection, database.directory, database.remove
     try:
         stream = _arrow_stream(cursor.sql(f"SELECT * FROM {name}"))
         connection.register("__dpkit_source", stream)
-        connection.execute(f"CREATE TABLE {_ident(_TABLE)} AS SELECT * FROM __dpkit_source")
+        connection.execute(f"CREATE TABLE {_ident(name_in)} AS SELECT * FROM __dpkit_source")
         connection.unregister("__dpkit_source")
         connection.execute("CHECKPOINT")
         _forget_database_file(directory)
     except Exception as err:
-        connection.close()
-        remove()
+        if into is None:
+            connection.close()
+            remove()
         # The class only, and nothing chained: the source's message can quote a row
         # (a failed CAST names its value).
         raise DataError(
@@ -165,10 +184,11 @@ def _copy_relation(cursor: Any, name: str, table: str, owner: str) -> OpenedFile
             "because it may quote row values; nothing was spent."
         ) from None
     except BaseException:
-        connection.close()
-        remove()
+        if into is None:
+            connection.close()
+            remove()
         raise
-    return OpenedFile(connection=connection, relation=_ident(_TABLE))
+    return OpenedFile(connection=connection, relation=_ident(name_in))
 
 
 class _Stream:

@@ -47,6 +47,7 @@ def plan_partition(
     column: object,
     keys: object,
     budgets: object,
+    table: str | None = None,
 ) -> PartitionPlan:
     """Validate and plan ``Session.partition(column, keys, budgets)`` (raises
     InvalidParameter or DataError, before anything is charged)."""
@@ -73,6 +74,7 @@ def plan_partition(
     charge = tuple(max(a[i] for a in amounts) for i in range(len(kind.amount)))
     identity = json.dumps(
         [column, [repr(k) for k in canonical], [[str(x) for x in a] for a in amounts]]
+        + ([] if table is None else [table])
     )
     name = f"{scope}/partition:{hashlib.sha256(identity.encode()).hexdigest()[:24]}"
     return PartitionPlan(
@@ -82,7 +84,10 @@ def plan_partition(
         scopes=tuple(f"{name}/{key!r}" for key in canonical),
         kinds=kinds,
         charge=charge,
-        description=json.dumps({"partition": column, "keys": [repr(k) for k in canonical]}),
+        description=json.dumps(
+            {"partition": column, "keys": [repr(k) for k in canonical]}
+            | ({} if table is None else {"table": table})
+        ),
     )
 
 

@@ -93,3 +93,6 @@ class PartScope:
     column: str
     key: object
     salt: int
+    #: In a Session over several tables, the private table whose rows decide each
+    #: person's part (dpkit.analytics._joins); None for a single-table Session.
+    table: str | None = None

@@ -108,9 +108,12 @@ class Explanation:
     selection_delta: float | None
     notes: tuple[str, ...]
     orders: tuple[OrderExplanation, ...] = ()
+    #: A query over several tables: the joins, their multiplicities or truncations,
+    #: and where the contribution bound applies (dpkit.analytics._joins).
+    source: tuple[str, ...] = ()
 
     def __str__(self) -> str:
-        lines = [f"Charge: {self.charge}"]
+        lines = [*self.source, f"Charge: {self.charge}"]
         header = (
             f"{'aggregation':<20} {'statistic':<16} {'mechanism':<17} {'scale':>12} "
             f"{'sd':>12} {'CI +-':>12}"

@@ -196,9 +196,11 @@ __all__ = [
     "PARQUET_SUFFIXES",
     "CsvOptions",
     "OpenedFile",
+    "PrivateDatabase",
     "check_csv_options",
     "check_schema",
     "open_file",
+    "private_database",
 ]
 
 CSV_SUFFIXES = (".csv", ".csv.gz", ".tsv", ".tsv.gz")
@@ -379,7 +381,14 @@ def check_schema(schema: object, owner: str) -> dict[str, str] | None:
 
 
 def open_file(
-    file: Path, *, schema: Mapping[str, str] | None, owner: str, csv: CsvOptions | None = None
+    file: Path,
+    *,
+    schema: Mapping[str, str] | None,
+    owner: str,
+    csv: CsvOptions | None = None,
+    into: PrivateDatabase | None = None,
+    table: str = _TABLE,
+    copy: bool = False,
 ) -> OpenedFile:
     """Open ``file`` in a private DuckDB database: a CSV is copied into a table that no
     row value can make a later query fail on; a Parquet file is a typed view over the
@@ -399,6 +408,13 @@ def open_file(
     csv:
         Checked by :func:`check_csv_options`: encoding, delimiter and NA texts of a CSV
         file (default: UTF-8, sniffed delimiter, only empty fields missing).
+    into:
+        A private database (:func:`private_database`) to add the table to, as table
+        ``table``, instead of a new one (a Session over several tables); on failure the
+        caller closes it.
+    copy:
+        Copy a Parquet file into a table too, instead of a view reading it in place
+        (public tables: read once, then immutable).
 
     Raises
     ------
@@ -426,7 +442,8 @@ def open_file(
     _refuse_blank(file, is_csv, owner)
     if is_csv:
         check_encoding(file, (csv or CsvOptions()).encoding, owner)
-    connection, directory, remove = _private_database()
+    database = into if into is not None else private_database()
+    connection, directory, remove = database.connection, database.directory, database.remove
     literal = _string(str(file.resolve()))
     try:
         if is_csv:
@@ -440,28 +457,47 @@ def open_file(
                 literal = _string(str(text))
                 options = dataclasses.replace(options, encoding="utf-8")
             columns, reader = _csv_read(connection, literal, schema, owner, file.name, options)
-            _create_table(connection, columns, reader)
+            _create_table(connection, columns, reader, table)
             with contextlib.suppress(OSError):
                 (Path(directory) / "source.csv").unlink()
         else:
             columns, reader = _parquet_read(connection, literal, schema, owner, file.name)
             # Read in place (module docstring): a view over the file, typed by its footer.
             select = ", ".join(columns)
-            connection.execute(f"CREATE VIEW {_ident(_TABLE)} AS SELECT {select} FROM {reader}")
+            what = "TABLE" if copy else "VIEW"
+            connection.execute(f"CREATE {what} {_ident(table)} AS SELECT {select} FROM {reader}")
         _forget_database_file(directory)
     except duckdb.Error as err:
-        connection.close()
-        remove()
+        if into is None:
+            connection.close()
+            remove()
         # The class only, and nothing chained: DuckDB's message can quote a line.
         raise DataError(
             f"{owner}: DuckDB cannot read {file.name!r} ({type(err).__name__}). Its message "
             "is not shown because it may quote row values; nothing was spent."
         ) from None
     except BaseException:
-        connection.close()
-        remove()
+        if into is None:
+            connection.close()
+            remove()
         raise
-    return OpenedFile(connection=connection, relation=_ident(_TABLE))
+    return OpenedFile(connection=connection, relation=_ident(table))
+
+
+@dataclass(frozen=True)
+class PrivateDatabase:
+    """A DuckDB database in a file of a private directory (:func:`private_database`)."""
+
+    connection: Any
+    directory: str
+    #: Removes the directory (run it to remove the directory at once).
+    remove: weakref.finalize[Any, Any]
+
+
+def private_database() -> PrivateDatabase:
+    """A new private DuckDB database (:func:`_private_database`)."""
+    connection, directory, remove = _private_database()
+    return PrivateDatabase(connection, directory, remove)
 
 
 def _private_database() -> tuple[Any, str, weakref.finalize[Any, Any]]:
@@ -540,12 +576,12 @@ def _refuse_blank(file: Path, is_csv: bool, owner: str) -> None:
     raise DataError(message.format("no text but line ends and spaces"))
 
 
-def _create_table(connection: Any, columns: list[str], reader: str) -> None:
+def _create_table(connection: Any, columns: list[str], reader: str, name: str = _TABLE) -> None:
     """``CREATE TABLE`` of the ``columns`` (SQL expressions) of ``reader``'s rows, each
     conversion done as written."""
     import duckdb
 
-    table, select = _ident(_TABLE), ", ".join(columns)
+    table, select = _ident(name), ", ".join(columns)
     try:
         # DuckDB 2.0's type_pushdown moves a TRY_CAST into the CSV reader, where with
         # ignore_errors a value that does not parse drops its whole line instead of
@@ -555,7 +591,7 @@ def _create_table(connection: Any, columns: list[str], reader: str) -> None:
     except duckdb.Error:
         # A DuckDB that does not know that name: copy the text, then convert it (a
         # table scan has nothing to push a cast into).
-        raw = _ident(_TABLE + "_text")
+        raw = _ident(name + "_text")
         connection.execute(f"CREATE TABLE {raw} AS SELECT * FROM {reader}")
         connection.execute(f"CREATE TABLE {table} AS SELECT {select} FROM {raw}")
         connection.execute(f"DROP TABLE {raw}")

@@ -27,7 +27,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any, Literal
@@ -35,7 +35,15 @@ from typing import Any, Literal
 from dpkit import _validation as check
 from dpkit.errors import InvalidParameter
 
-__all__ = ["Aggregation", "KeySelection", "KeySet", "PrivateBounds", "Query"]
+__all__ = [
+    "Aggregation",
+    "Join",
+    "KeySelection",
+    "KeySet",
+    "PrivateBounds",
+    "Query",
+    "TableKeys",
+]
 
 Key = tuple[Any, ...]
 
@@ -110,6 +118,25 @@ class KeySet:
         """Explicit keys: ``KeySet.from_tuples(["a", "b"], [(1, "x"), (2, "y")])``."""
         return cls(tuple(columns), tuple(tuple(k) for k in keys))
 
+    @staticmethod
+    def from_table(table: str, *columns: str) -> TableKeys:
+        """The distinct keys of ``columns`` in the public table ``table`` of a Session
+        (``Session.from_tables(..., public=...)``), read when the query is compiled.
+
+        The keys are public (the table is), so reading them spends nothing; NULL and
+        NaN keys are left out. ``KeySet.from_table("regions", "region")``.
+        """
+        owner = "KeySet.from_table"
+        name = _check_name(table, owner, "table")
+        if not columns:
+            raise InvalidParameter(f"{owner}: give at least one column of {table!r}.")
+        cols = tuple(_check_name(c, owner, "columns") for c in columns)
+        if len(set(cols)) != len(cols):
+            raise InvalidParameter.for_parameter(
+                "columns", owner, "distinct column names", list(columns)
+            )
+        return TableKeys(name, cols)
+
     def __mul__(self, other: KeySet) -> KeySet:
         """Cross product with another KeySet on other columns."""
         if not isinstance(other, KeySet):
@@ -121,6 +148,43 @@ class KeySet:
 
     def __len__(self) -> int:
         return len(self.keys)
+
+
+@dataclass(frozen=True, slots=True)
+class TableKeys:
+    """Public group keys read from a public table of the Session (build with
+    :meth:`KeySet.from_table`): the distinct values of ``columns`` in ``table``."""
+
+    table: str
+    columns: tuple[str, ...]
+
+    def __len__(self) -> int:
+        raise InvalidParameter(
+            "KeySet.from_table: the number of keys is known once a Session reads the "
+            "public table (Session.public_keyset reads them now)."
+        )
+
+
+JoinHow = Literal["inner", "left"]
+
+
+@dataclass(frozen=True, slots=True)
+class Join:
+    """One join of a query (build with :meth:`Query.join`): the rows so far joined
+    with the table ``table`` where each pair ``(left, right)`` of ``on`` is equal.
+
+    ``how`` is ``"inner"`` or ``"left"`` (rows with no match kept, with NULLs);
+    ``columns`` the columns of ``table`` brought in (default: all but its join keys and
+    its privacy unit); ``truncate`` (a join of two private tables only) how many rows
+    of each person in ``table`` a row may meet. The stability argument of each kind of
+    join is in :mod:`dpkit.analytics._joins`.
+    """
+
+    table: str
+    on: tuple[tuple[str, str], ...]
+    how: JoinHow = "inner"
+    columns: tuple[str, ...] | None = None
+    truncate: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,12 +310,102 @@ class Query:
     filters: tuple[str, ...] = ()
     derived: tuple[tuple[str, str], ...] = ()
     group_columns: tuple[str, ...] = ()
-    keys: KeySet | None = None
+    keys: KeySet | TableKeys | None = None
     selection: KeySelection | None = None
     bins: tuple[tuple[str, str, tuple[float, ...]], ...] = ()
     max_groups: int | None = None
     max_rows: int | None = None
     aggregations: tuple[Aggregation, ...] = ()
+    #: The private table the query reads, in a Session over several tables (None: the
+    #: Session's only private table).
+    table: str | None = None
+    joins: tuple[Join, ...] = ()
+
+    # --------------------------------------------------------------- tables
+    @classmethod
+    def from_table(cls, table: str) -> Query:
+        """A query over the private table ``table`` of a Session over several tables
+        (:meth:`dpkit.Session.from_tables`); joins, filters and groups follow."""
+        return cls(table=_check_name(table, "Query.from_table", "table"))
+
+    def join(
+        self,
+        table: str,
+        on: str | Sequence[str] | Mapping[str, str],
+        *,
+        how: JoinHow = "inner",
+        columns: Sequence[str] | None = None,
+        truncate: int | None = None,
+    ) -> Query:
+        """Join the rows so far with the table ``table`` (public or private) of the
+        Session, before filters, derived columns, groups and contribution bounding.
+
+        Parameters
+        ----------
+        table:
+            A table of the Session.
+        on:
+            The join keys: a column name or names present on both sides, or a mapping
+            ``{left column: column of table}``. Keys are compared in their canonical
+            form (:mod:`dpkit.analytics._canonical`); NULL and NaN keys never match.
+        how:
+            ``"inner"`` (rows with a match) or ``"left"`` (every row; the columns of
+            ``table`` are NULL where nothing matches).
+        columns:
+            The columns of ``table`` to bring in (default: all but its join keys and,
+            for a private table, its privacy unit). A name already in the rows is
+            refused: choose the columns.
+        truncate:
+            For a private ``table`` only (and then required): each person keeps at most
+            this many of their rows of ``table`` (chosen by a keyed hash of the row, a
+            rule on that person's rows alone), so a row meets at most ``truncate`` rows
+            and the join's size is bounded by public numbers before it runs.
+
+        Privacy
+        -------
+        Rows of a private table are joined only with rows of the same person (the
+        privacy unit is part of every join of two private tables) or with public rows,
+        and every joined row belongs to the person of the query's table; contribution
+        bounds (:meth:`bound`) apply to the joined rows, per person, so the sensitivity
+        is what ``bound`` says. Details: :mod:`dpkit.analytics._joins`.
+        """
+        owner = "Query.join"
+        name = _check_name(table, owner, "table")
+        if isinstance(on, str):
+            pairs: tuple[tuple[str, str], ...] = ((on, on),)
+        elif isinstance(on, Mapping):
+            pairs = tuple((str(k), str(v)) for k, v in on.items())
+            if not all(isinstance(k, str) and isinstance(v, str) for k, v in on.items()):
+                raise InvalidParameter.for_parameter("on", owner, "column names (str -> str)", on)
+        elif isinstance(on, Sequence) and all(isinstance(c, str) for c in on):
+            pairs = tuple((c, c) for c in on)
+        else:
+            raise InvalidParameter.for_parameter(
+                "on", owner, "a column name, a list of names or a mapping of names", on
+            )
+        if not pairs:
+            raise InvalidParameter.for_parameter("on", owner, "at least one join key", on)
+        for left, right in pairs:
+            _check_name(left, owner, "on")
+            _check_name(right, owner, "on")
+        if how not in ("inner", "left"):
+            raise InvalidParameter.for_parameter("how", owner, "'inner' or 'left'", how)
+        chosen = None
+        if columns is not None:
+            if isinstance(columns, str) or not isinstance(columns, Sequence):
+                raise InvalidParameter.for_parameter(
+                    "columns", owner, "a list of column names", columns
+                )
+            chosen = tuple(_check_name(c, owner, "columns") for c in columns)
+        cap = None
+        if truncate is not None:
+            cap = check.check_count(truncate, "truncate", owner)
+            if cap > MAX_CONTRIBUTION_BOUND:
+                raise InvalidParameter.for_parameter(
+                    "truncate", owner, f"an integer in [1, {MAX_CONTRIBUTION_BOUND}]", truncate
+                )
+        step = Join(name, pairs, how, chosen, cap)
+        return replace(self, joins=(*self.joins, step))
 
     # --------------------------------------------------------------- rows
     def filter(self, expression: str) -> Query:
@@ -279,7 +433,7 @@ class Query:
     def group_by(
         self,
         *columns: str,
-        keys: KeySet | Literal["private"],
+        keys: KeySet | TableKeys | Literal["private"],
         selection: KeySelection | None = None,
     ) -> Query:
         """Group by ``columns`` with public ``keys`` (a :class:`KeySet`) or ``"private"``.
@@ -294,7 +448,7 @@ class Query:
         if not columns:
             raise InvalidParameter(f"{owner}: give at least one column.")
         cols = tuple(_check_name(c, owner, "columns") for c in columns)
-        if isinstance(keys, KeySet):
+        if isinstance(keys, KeySet | TableKeys):
             if keys.columns != cols:
                 raise InvalidParameter(
                     f"{owner}: the KeySet's columns {list(keys.columns)} must be the "
@@ -305,7 +459,9 @@ class Query:
             return replace(self, group_columns=cols, keys=keys)
         if keys == "private":
             return replace(self, group_columns=cols, selection=selection or KeySelection())
-        raise InvalidParameter.for_parameter("keys", owner, "a KeySet or 'private'", keys)
+        raise InvalidParameter.for_parameter(
+            "keys", owner, "a KeySet, KeySet.from_table(...) or 'private'", keys
+        )
 
     def group_by_bins(self, column: str, edges: Sequence[float]) -> Query:
         """Histogram: group by the bin of numeric ``column`` between public ``edges``.

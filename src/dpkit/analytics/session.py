@@ -51,15 +51,17 @@ from dpkit.analytics._accounting import (
     budget_kind,
     selection_threshold,
 )
+from dpkit.analytics._catalog import Catalog
 from dpkit.analytics._compile import CompiledQuery, compile_query, salt_from
 from dpkit.analytics._fail_closed import check_deadline, locked_error, run_after_charge
+from dpkit.analytics._joins import JoinedView, joined_view
 from dpkit.analytics._ledger import Ledger, SpendRecord
 from dpkit.analytics._order import release_order, released_bounds
 from dpkit.analytics._partition import plan_partition
 from dpkit.analytics._plan import PartScope
 from dpkit.analytics._release import Explanation, QueryResult, explain, rehearse, release
 from dpkit.analytics.engines import DuckDBEngine, Engine
-from dpkit.analytics.query import Query
+from dpkit.analytics.query import KeySet, Query, TableKeys
 from dpkit.errors import (
     BudgetExceeded,
     DataError,
@@ -107,11 +109,19 @@ class Session:
         selection_delta: float | None = None,
         _scope: str = _ROOT,
         _kind: BudgetKind | None = None,
+        _catalog: Catalog | None = None,
     ) -> None:
         owner = "Session"
         self._engine = engine
         self._kind = _kind if _kind is not None else budget_kind(budget, selection_delta, owner)
-        self._schema = engine.schema()
+        self._catalog = _catalog
+        if _catalog is not None:
+            # A Session over several tables: queries name their table; the schema and
+            # unit are those of the joined view each query reads (dpkit.analytics._joins).
+            self._schema = _catalog.fingerprint_schema()
+            privacy_unit = None
+        else:
+            self._schema = engine.schema()
         if privacy_unit is not None:
             if not isinstance(privacy_unit, str):
                 raise InvalidParameter.for_parameter(
@@ -127,6 +137,7 @@ class Session:
         self._ledger = ledger if isinstance(ledger, Ledger) else Ledger(ledger)
         self._scope = _scope
         self._fingerprint = _fingerprint(f"{source}|unit={privacy_unit}", self._schema)
+        self._view: JoinedView | None = None  # set on the view a joined query reads
         self._ledger.open_scope(_scope, self._kind.key, self._kind.amount, self._fingerprint)
         self._random: Random = as_random(rng)
         self._partitions: tuple[PartScope, ...] = ()
@@ -438,6 +449,201 @@ class Session:
             selection_delta=selection_delta,
         )
 
+    @classmethod
+    def from_tables(
+        cls,
+        tables: Mapping[str, Any],
+        *,
+        privacy_unit: str | Mapping[str, str],
+        public: Mapping[str, Any] | None = None,
+        budget: Guarantee,
+        ledger: str | Path | None = None,
+        selection_delta: float | None = None,
+        rng: RandomLike | None = None,
+        engine: str = "duckdb",
+        source: str | None = None,
+    ) -> Session:
+        """A Session over several tables: private tables of one kind of person, public
+        reference tables, one budget and one ledger.
+
+        Queries name their table and joins: ``Query.from_table("visits").join(
+        "regions", on="region_id")``; see docs/joins.md and :mod:`dpkit.analytics._joins`
+        for what each kind of join guarantees.
+
+        Parameters
+        ----------
+        tables:
+            The private tables, ``{name: data}``: a file path (``.parquet``, ``.csv``...,
+            read as :meth:`from_path` reads it), a pandas DataFrame or a pyarrow Table
+            (copied), or, with ``engine="spark"``, a Spark DataFrame.
+        privacy_unit:
+            The column holding the person's id in every private table (one name for
+            all, or ``{table: column}``). The ids are one namespace: the same person
+            has the same id in every table.
+        public:
+            Public tables, ``{name: data}`` (as ``tables``): read once, now, and copied,
+            so that a later change to the file cannot influence this Session's
+            releases. Their contents are public: key sets, multiplicities and queries
+            on them (:meth:`public_query`) spend nothing.
+        budget, ledger, selection_delta, rng:
+            As for :class:`Session`.
+        engine:
+            ``"duckdb"`` (default: every table in one private DuckDB database) or
+            ``"spark"`` (every table a global temporary view of the active or a new
+            local SparkSession; public tables are read by DuckDB and that copy handed
+            to Spark).
+        source:
+            The name under which the ledger records this data (default: the tables'
+            names and where they came from).
+
+        Privacy
+        -------
+        Neighbouring databases differ by one person, with all their rows in every
+        private table; public tables are the same. Every release of the Session
+        satisfies ``budget`` with respect to that relation, over the Session's life.
+
+        Raises
+        ------
+        InvalidParameter
+            Names, units or sources of the wrong kind (nothing is read).
+        DataError
+            A file cannot be read, or a unit column is missing.
+        """
+        from dpkit.analytics._catalog import (
+            check_tables,
+            kind_of,
+            open_duckdb_tables,
+            open_spark_tables,
+        )
+
+        owner = "Session.from_tables"
+        if engine not in ("duckdb", "spark"):
+            raise InvalidParameter.for_parameter("engine", owner, "'duckdb' or 'spark'", engine)
+        private, units, public_tables = check_tables(tables, privacy_unit, public, owner)
+        chosen: Engine
+        if engine == "spark":
+            chosen, catalog = open_spark_tables(private, units, public_tables, owner)
+        else:
+            connection, catalog = open_duckdb_tables(private, units, public_tables, owner)
+            first = catalog.table(catalog.private_names()[0], owner)
+            chosen = DuckDBEngine(connection, first.relation)
+
+        def where(value: Any) -> str:
+            kind = kind_of(value)
+            return f"file:{Path(value).resolve()}" if kind == "file" else kind
+
+        described = source or json.dumps(
+            {
+                "private": {n: where(v) for n, v in private.items()},
+                "public": {n: where(v) for n, v in public_tables.items()},
+            },
+            sort_keys=True,
+        )
+        return cls._over_catalog(
+            chosen, catalog, f"tables:{described}", budget, ledger, selection_delta, rng
+        )
+
+    @classmethod
+    def _over_catalog(
+        cls,
+        engine: Engine,
+        catalog: Catalog,
+        source: str,
+        budget: Guarantee,
+        ledger: str | Path | None,
+        selection_delta: float | None,
+        rng: RandomLike | None,
+    ) -> Session:
+        return cls(
+            engine,
+            source=source,
+            privacy_unit=None,
+            budget=budget,
+            ledger=ledger,
+            rng=rng,
+            selection_delta=selection_delta,
+            _catalog=catalog,
+        )
+
+    # ------------------------------------------------------------------ tables
+    @property
+    def tables(self) -> dict[str, dict[str, Any]]:
+        """A Session over several tables: ``{name: {"public": bool, "privacy_unit":
+        column or None, "columns": {column: type}}}`` (public information); ``{}`` for
+        a single-table Session."""
+        if self._catalog is None:
+            return {}
+        return {
+            name: {"public": info.public, "privacy_unit": info.unit, "columns": dict(info.schema)}
+            for name, info in self._catalog.tables.items()
+        }
+
+    def _require_catalog(self, owner: str) -> Catalog:
+        if self._catalog is None:
+            raise InvalidParameter(
+                f"{owner}: this Session has one table and no public tables; open it with "
+                "Session.from_tables(..., public={...}) to use public tables."
+            )
+        return self._catalog
+
+    def public_query(self, sql: str) -> Any:
+        """The exact answer of one ``SELECT`` over the public tables, as a pandas
+        DataFrame. Spends nothing: public tables are public. Private tables and files
+        cannot be read (the statement runs on a connection holding the public tables
+        only, external access off)."""
+        import pandas as pd  # type: ignore[import-untyped]
+
+        catalog = self._require_catalog("Session.public_query")
+        columns, rows = catalog.public_query(sql, "Session.public_query")
+        return pd.DataFrame.from_records(rows, columns=columns)
+
+    def public_keyset(self, sql: str) -> KeySet:
+        """A :class:`KeySet` of the distinct rows of one ``SELECT`` over the public
+        tables (its columns named as the query names them); spends nothing."""
+        owner = "Session.public_keyset"
+        catalog = self._require_catalog(owner)
+        columns, rows = catalog.public_query(sql, owner)
+        kept = [tuple(r) for r in rows if not any(v is None or v != v for v in r)]
+        if not kept:
+            raise DataError(f"{owner}: the public query returned no key without NULL or NaN.")
+        return KeySet.from_tuples(columns, kept)
+
+    def _view_for(self, query: Query, salt: int) -> tuple[Session, Query]:
+        """The Session a query runs on, and the query for it: this Session for a
+        single-table query; for a query over several tables, a view of this Session
+        (same ledger, scope, budget and randomness) whose engine reads the joined view
+        of :mod:`dpkit.analytics._joins`, with the query's public key sets read."""
+        if not isinstance(query, Query):
+            raise InvalidParameter.for_parameter(
+                "query", "Session.evaluate", "a dpkit.analytics.Query", query
+            )
+        if self._catalog is None:
+            if query.table is not None or query.joins:
+                raise InvalidParameter(
+                    "Session.evaluate: this Session has one table; Query.from_table and "
+                    "Query.join need a Session over several tables (Session.from_tables)."
+                )
+            if isinstance(query.keys, TableKeys):
+                self._require_catalog("KeySet.from_table")
+            return self, query
+        view_sql, schema = joined_view(query, self._catalog, self._engine, self._partitions, salt)
+        keys = query.keys
+        if isinstance(keys, TableKeys):
+            keys = self._catalog.keyset(keys.table, keys.columns, "KeySet.from_table")
+        view = copy.copy(self)
+        view._engine = self._engine.with_relation(  # type: ignore[attr-defined]
+            view_sql.relation, view_sql.params
+        )
+        # The engine binds the joined view now (names, types; no row read), before
+        # any charge, and its DESCRIBE is the view's schema.
+        view._schema = view._engine.schema()
+        if list(view._schema) != list(schema):
+            raise InternalError("the joined view's columns are not those planned; a bug.")
+        view._unit = view_sql.unit
+        view._partitions = ()  # applied inside the joined view, table by table
+        view._view = view_sql
+        return view, dataclasses.replace(query, table=None, joins=(), keys=keys)
+
     # ------------------------------------------------------------------ budget
     @property
     def budget(self) -> Guarantee:
@@ -553,8 +759,12 @@ class Session:
         deviation and confidence-interval half-width (value units), and for private key
         selection the threshold and the delta it costs. Uses public information only.
         """
-        compiled = self._compile(query, budget, salt=0)
-        return explain(compiled, query, self._kind, confidence)
+        view, query = self._view_for(query, salt=0)
+        compiled = view._compile(query, budget, salt=0)
+        explanation = explain(compiled, query, view._kind, confidence)
+        if view._view is None:
+            return explanation
+        return dataclasses.replace(explanation, source=view._view.lines())
 
     def evaluate(
         self,
@@ -629,6 +839,25 @@ class Session:
         self._check_unlocked()
         random = self._random.spawn(1)[0]
         salt = salt_from(random.bytes(32))
+        # 0. the table or joined view the query reads (public information only).
+        view, stripped = self._view_for(query, salt)
+        return view._evaluate(
+            stripped, budget, confidence, checked_deadline, started, random, salt, repr(query)
+        )
+
+    def _evaluate(
+        self,
+        query: Query,
+        budget: object,
+        confidence: float,
+        checked_deadline: float | None,
+        started: float,
+        random: Random,
+        salt: int,
+        described: str,
+    ) -> QueryResult:
+        """:meth:`evaluate` on the table or joined view this Session reads
+        (``described``: the query as the analyst wrote it, for the ledger)."""
         # 1. compile (public information only).
         compiled, amount = self._compile_budgeted(query, budget, salt)
         threshold = None
@@ -647,7 +876,7 @@ class Session:
         rehearse(compiled, confidence, random.spawn(1)[0])
         # 3. charge (atomic; refuses an overspend). From here on, nothing may fail: a
         # failure fails closed (dpkit.analytics._fail_closed).
-        description = json.dumps({"query": repr(query)[:2000], "budget": repr(budget)})
+        description = json.dumps({"query": described[:2000], "budget": repr(budget)})
 
         # 4. run and 5. release.
         def run_and_release() -> QueryResult:
@@ -765,6 +994,8 @@ class Session:
         column: str,
         keys: Sequence[object],
         budgets: object | Sequence[object],
+        *,
+        table: str | None = None,
     ) -> dict[object, Session]:
         """Sub-Sessions over the disjoint parts ``column == key``, charged in parallel.
 
@@ -788,6 +1019,11 @@ class Session:
             ``{key as given: sub-Session}``. A sub-Session sees only its part's rows, at
             every depth (a part of a part sees the rows of both), and is a Session: it
             evaluates queries, explains, and partitions further.
+        table:
+            In a Session over several tables: the private table holding ``column``
+            (default: the only private table). Each person's part is decided on their
+            rows of that table; in every private table a part sees only the persons
+            assigned to it, and in ``table`` only the rows with ``column == key``.
 
         Privacy
         -------
@@ -815,8 +1051,28 @@ class Session:
         again.
         """
         self._check_unlocked()
+        owner = "Session.partition"
+        schema, unit, part_table = self._schema, self._unit, None
+        if self._catalog is not None:
+            names = self._catalog.private_names()
+            if table is None and len(names) != 1:
+                raise InvalidParameter(
+                    f"{owner}: this Session has several private tables ({names}); name the "
+                    "one holding the column: partition(..., table=name)."
+                )
+            info = self._catalog.table(table if table is not None else names[0], owner)
+            if info.public:
+                raise InvalidParameter(
+                    f"{owner}: {info.name!r} is public; a partition splits the persons of a "
+                    "private table."
+                )
+            schema, unit, part_table = info.schema, info.unit, info.name
+        elif table is not None:
+            raise InvalidParameter(
+                f"{owner}: table= applies to a Session over several tables (from_tables)."
+            )
         plan = plan_partition(
-            self._kind, self._schema, self._unit, self._scope, column, keys, budgets
+            self._kind, schema, unit, self._scope, column, keys, budgets, part_table
         )
         salt = self._ledger.open_partition(
             self._scope,
@@ -838,7 +1094,10 @@ class Session:
             # Re-checks the stored budget against this one (a bug would surface here).
             part._ledger.open_scope(scope, kind.key, kind.amount, self._fingerprint)
             part._random = self._random.spawn(1)[0]
-            part._partitions = (*self._partitions, PartScope(str(column), key, salt))
+            part._partitions = (
+                *self._partitions,
+                PartScope(str(column), key, salt, part_table),
+            )
             part._after_commit = None
             parts[given] = part
         return parts

@@ -62,6 +62,7 @@ the contribution-bounding statements carry their proofs in comments next to them
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from typing import Any
 
@@ -176,10 +177,23 @@ class SqlEngine:
         )
 
     # ------------------------------------------------------------------ engine hooks
+    #: Parameters of :attr:`relation`'s SQL (a joined view's keys), bound first.
+    _relation_params: tuple[Any, ...] = ()
+
     @property
     def relation(self) -> str:
         """SQL of the source relation (a table, a view or a table function call)."""
-        raise NotImplementedError
+        return str(getattr(self, "_relation", ""))
+
+    def with_relation(self, relation: str, params: Sequence[Any] = ()) -> Any:
+        """This engine (same connection, same dialect) over another relation: a table
+        of a Session over several tables, or a joined view ``(SELECT ...)`` whose
+        parameters are ``params`` (:mod:`dpkit.analytics._joins`)."""
+        view = copy.copy(self)
+        view._relation = relation  # type: ignore[attr-defined]
+        view._relation_params = tuple(params)
+        view._schema_cache = {}  # type: ignore[attr-defined]
+        return view
 
     def schema(self, derived: Sequence[tuple[str, str]] = ()) -> dict[str, str]:
         raise NotImplementedError
@@ -237,7 +251,7 @@ class SqlEngine:
         unit: str | None = None,
     ) -> tuple[str, list[Any]]:
         """SQL of the rows a (sub-)Session sees, with derived columns, and its parameters."""
-        sql, params = f"SELECT * FROM {self.relation}", list[Any]()
+        sql, params = f"SELECT * FROM {self.relation}", list[Any](self._relation_params)
         types = self.schema() if partitions else {}
         for part in partitions:
             # Each level keeps the rows of the level before it with column = key; with a

@@ -42,10 +42,6 @@ class DuckDBEngine(SqlEngine):
         self._running: set[Any] = set()  # cursors of statements now running
         self._schema_cache: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
 
-    @property
-    def relation(self) -> str:
-        return self._relation
-
     def _cursor(self) -> Any:
         with self._lock:
             cursor = self._connection.cursor()
@@ -96,7 +92,7 @@ class DuckDBEngine(SqlEngine):
     def schema(self, derived: Sequence[tuple[str, str]] = ()) -> dict[str, str]:
         key = tuple(derived)
         if key not in self._schema_cache:
-            sql, _ = self._source(derived)
-            rows = self._execute(f"DESCRIBE {sql}", reads_rows=False)
+            sql, params = self._source(derived)
+            rows = self._execute(f"DESCRIBE {sql}", params, reads_rows=False)
             self._schema_cache[key] = {str(r[0]): str(r[1]) for r in rows}
         return dict(self._schema_cache[key])

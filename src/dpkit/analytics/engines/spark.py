@@ -665,6 +665,7 @@ class SparkEngine(SqlEngine):
         self._relation = f"{self.q(database)}.{self.q(self._view)}"
         self._schema_cache: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
         self._interrupted = False
+        self._extra_views: list[str] = []
 
     def _quiet_query_context_log(self) -> None:
         """Spark 4 logs a failing statement's context (the SQL, and for a runtime error
@@ -691,9 +692,22 @@ class SparkEngine(SqlEngine):
         for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
             PySparkLogger.getLogger(name).setLevel(logging.CRITICAL + 1)
 
-    @property
-    def relation(self) -> str:
-        return self._relation
+    def register(self, dataframe: Any, *, in_place: bool = False) -> str:
+        """Another table of a Session over several tables: ``dataframe`` materialised
+        (unless ``in_place``: a copy dpkit made) and registered as a global temporary
+        view of its own; returns the SQL naming it."""
+        if not in_place and dataframe not in _IN_PLACE:
+            dataframe = materialise(dataframe)
+        view = f"dpkit_{uuid.uuid4().hex}"
+        dataframe.createOrReplaceGlobalTempView(view)
+        database = self._spark.conf.get("spark.sql.globalTempDatabase", "global_temp")
+        self._extra_views.append(view)
+        return f"{self.q(database)}.{self.q(view)}"
+
+    def spark_frame(self, arrow_table: Any) -> Any:
+        """A DataFrame of this engine's Spark session holding ``arrow_table`` (a public
+        table dpkit read), stored in the executors (``localCheckpoint``)."""
+        return self._spark.createDataFrame(arrow_table).localCheckpoint(eager=True)
 
     def _dataframe(self, sql: str, params: Sequence[Any]) -> Any:
         return self._spark.sql(sql, args=list(params) if params else None)
@@ -761,8 +775,10 @@ class SparkEngine(SqlEngine):
         return dict(self._schema_cache[key])
 
     def close(self) -> None:
-        """Drop the global temporary view (the DataFrame itself is the caller's)."""
+        """Drop the global temporary views (the DataFrames themselves are the caller's)."""
         self._spark.catalog.dropGlobalTempView(self._view)
+        for view in self._extra_views:
+            self._spark.catalog.dropGlobalTempView(view)
 
 
 #: Dates and timestamps that PySpark turns into Python values on every machine (a
