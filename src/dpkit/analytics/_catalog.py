@@ -465,7 +465,7 @@ def open_spark_tables(
     public_db = public_connection(copies)
     try:
         for name in public:
-            arrow = public_db.sql(f"SELECT * FROM {_quote(name)}").fetch_arrow_table()
+            arrow = _arrow_table(public_db.sql(f"SELECT * FROM {_quote(name)}"))
             relation = engine.register(engine.spark_frame(arrow), in_place=True)
             schema = engine.with_relation(relation).schema()
             tables[name] = TableInfo(name, relation, schema, None)
@@ -475,6 +475,12 @@ def open_spark_tables(
             public_db.close()
         raise
     return engine, Catalog(tables, public_db)
+
+
+def _arrow_table(relation: Any) -> Any:
+    """A DuckDB relation's rows as a pyarrow Table (``to_arrow_table`` since DuckDB 1.4)."""
+    fetch = getattr(relation, "to_arrow_table", None) or relation.fetch_arrow_table
+    return fetch()
 
 
 def _public_arrow(value: Any, owner: str) -> Any:
@@ -489,7 +495,7 @@ def _public_arrow(value: Any, owner: str) -> Any:
             raise DataError(f"{owner}: no file at {str(file)!r}.")
         opened = open_file(file, schema=None, owner=owner, copy=True)
         try:
-            return opened.connection.sql(f"SELECT * FROM {opened.relation}").fetch_arrow_table()
+            return _arrow_table(opened.connection.sql(f"SELECT * FROM {opened.relation}"))
         finally:
             opened.connection.close()
     if kind == "spark":
@@ -500,7 +506,7 @@ def _public_arrow(value: Any, owner: str) -> Any:
         connection = duckdb.connect()
         try:
             _copy_object(connection, value, "__dpkit_public", owner)
-            return connection.sql('SELECT * FROM "__dpkit_public"').fetch_arrow_table()
+            return _arrow_table(connection.sql('SELECT * FROM "__dpkit_public"'))
         finally:
             connection.close()
     raise InvalidParameter.for_parameter(

@@ -142,6 +142,19 @@ class JoinedView:
     #: Columns of the joined tables left out (no canonical form to break ties on).
     dropped: tuple[str, ...] = ()
 
+    def summary(self) -> str:
+        """One line for a result's notes."""
+        joined = "; ".join(
+            f"{s.how} join {s.table} ({'public' if s.public else 'private'}, at most "
+            f"{s.fan_out} per {'key' if s.public else 'person'})"
+            for s in self.steps
+        )
+        return (
+            f"Rows read: {self.base}"
+            + (f", {joined}" if joined else "")
+            + "; contribution bounds applied to the joined rows, per person."
+        )
+
     def lines(self) -> tuple[str, ...]:
         """``explain``'s description of the joins."""
         out = [f"from {self.base} (private; privacy unit {self.unit!r})"]

@@ -148,15 +148,19 @@ class Session:
     def from_duckdb(
         cls,
         connection: Any,
-        table: str,
+        table: str | Sequence[str],
         *,
-        privacy_unit: str | None = None,
+        privacy_unit: str | Mapping[str, str] | None = None,
         budget: Guarantee,
         ledger: str | Path | None = None,
         selection_delta: float | None = None,
         rng: RandomLike | None = None,
+        public: Sequence[str] | None = None,
     ) -> Session:
-        """A Session over ``table`` (a table or view name) of a DuckDB ``connection``.
+        """A Session over ``table`` (a table or view name) of a DuckDB ``connection``
+        -- or over several: ``table`` a list of private tables and ``public`` a list of
+        public ones (then as :meth:`from_tables`, every table copied into one private
+        database, ``privacy_unit`` required).
 
         A plain base table of a database in DuckDB's own format (no generated column)
         is read in place, through cursors of ``connection``. Anything else the name
@@ -192,7 +196,15 @@ class Session:
         from dpkit.analytics._duckdb_source import open_duckdb
 
         owner = "Session.from_duckdb"
-        if not isinstance(table, str) or not table:
+        if not isinstance(table, str) or public is not None:
+            return cls._from_duckdb_tables(
+                connection, table, privacy_unit, public, budget, ledger, selection_delta, rng
+            )
+        if privacy_unit is not None and not isinstance(privacy_unit, str):
+            raise InvalidParameter.for_parameter(
+                "privacy_unit", owner, "None or a column name", privacy_unit
+            )
+        if not table:
             raise InvalidParameter.for_parameter("table", owner, "a table name", table)
         opened = open_duckdb(connection, table, owner=owner)
         engine = DuckDBEngine(opened.connection, opened.relation)
@@ -204,6 +216,54 @@ class Session:
             ledger=ledger,
             rng=rng,
             selection_delta=selection_delta,
+        )
+
+    @classmethod
+    def _from_duckdb_tables(
+        cls,
+        connection: Any,
+        tables: object,
+        privacy_unit: object,
+        public: object,
+        budget: Guarantee,
+        ledger: str | Path | None,
+        selection_delta: float | None,
+        rng: RandomLike | None,
+    ) -> Session:
+        """:meth:`from_duckdb` over several tables of ``connection``."""
+        import duckdb
+
+        from dpkit.analytics._catalog import check_tables, open_duckdb_tables
+
+        owner = "Session.from_duckdb"
+        if not isinstance(connection, duckdb.DuckDBPyConnection):
+            raise InvalidParameter.for_parameter(
+                "connection", owner, "a duckdb.DuckDBPyConnection", connection
+            )
+
+        def names(value: object, what: str) -> dict[str, str]:
+            if value is None:
+                return {}
+            if isinstance(value, str) or not isinstance(value, Sequence):
+                raise InvalidParameter.for_parameter(what, owner, "a list of table names", value)
+            return {str(v): str(v) for v in value}
+
+        private, units, public_tables = check_tables(
+            names(tables, "table"), privacy_unit, names(public, "public"), owner
+        )
+        copied, catalog = open_duckdb_tables(
+            private, units, public_tables, owner, connection=connection
+        )
+        first = catalog.table(catalog.private_names()[0], owner)
+        described = json.dumps({"private": sorted(private), "public": sorted(public_tables)})
+        return cls._over_catalog(
+            DuckDBEngine(copied, first.relation),
+            catalog,
+            f"duckdb-tables:{described}",
+            budget,
+            ledger,
+            selection_delta,
+            rng,
         )
 
     @classmethod
@@ -321,14 +381,17 @@ class Session:
         cls,
         dataframe: Any,
         *,
-        privacy_unit: str | None = None,
+        privacy_unit: str | Mapping[str, str] | None = None,
         budget: Guarantee,
         ledger: str | Path | None = None,
         selection_delta: float | None = None,
         rng: RandomLike | None = None,
         source: str | None = None,
+        public: Mapping[str, Any] | None = None,
     ) -> Session:
-        """A Session over a Spark DataFrame, computed on its cluster.
+        """A Session over a Spark DataFrame, computed on its cluster -- or over several:
+        ``dataframe`` a mapping ``{name: DataFrame}`` of private tables and ``public`` one
+        of public tables (then as :meth:`from_tables` with ``engine="spark"``).
 
         Every query runs as Spark SQL (the DuckDB engine's statements in Spark's
         dialect, :mod:`dpkit.analytics.engines.spark`); only per-group aggregates come
@@ -366,6 +429,28 @@ class Session:
         from dpkit.analytics.engines.spark import SparkEngine
 
         owner = "Session.from_spark"
+        if isinstance(dataframe, Mapping) or public is not None:
+            if privacy_unit is None:
+                raise InvalidParameter(
+                    f"{owner}: a Session over several tables needs privacy_unit= (the "
+                    "person id column of every private table)."
+                )
+            tables = dataframe if isinstance(dataframe, Mapping) else {"data": dataframe}
+            return cls.from_tables(
+                tables,
+                privacy_unit=privacy_unit,
+                public=public,
+                budget=budget,
+                ledger=ledger,
+                selection_delta=selection_delta,
+                rng=rng,
+                engine="spark",
+                source=source,
+            )
+        if privacy_unit is not None and not isinstance(privacy_unit, str):
+            raise InvalidParameter.for_parameter(
+                "privacy_unit", owner, "None or a column name", privacy_unit
+            )
         if not hasattr(dataframe, "sparkSession") or not hasattr(dataframe, "schema"):
             raise InvalidParameter.for_parameter(
                 "dataframe", owner, "a pyspark.sql.DataFrame", dataframe
@@ -581,8 +666,8 @@ class Session:
     def _require_catalog(self, owner: str) -> Catalog:
         if self._catalog is None:
             raise InvalidParameter(
-                f"{owner}: this Session has one table and no public tables; open it with "
-                "Session.from_tables(..., public={...}) to use public tables."
+                f"{owner}: this Session has one table and no public tables; open a Session over "
+                "several tables, Session.from_tables(..., public={...}), to use public tables."
             )
         return self._catalog
 
@@ -641,6 +726,7 @@ class Session:
             raise InternalError("the joined view's columns are not those planned; a bug.")
         view._unit = view_sql.unit
         view._partitions = ()  # applied inside the joined view, table by table
+        view._catalog = None  # the view is one relation (its schema and unit above)
         view._view = view_sql
         return view, dataclasses.replace(query, table=None, joins=(), keys=keys)
 
@@ -690,7 +776,11 @@ class Session:
 
     @property
     def privacy_unit(self) -> str | None:
-        """The privacy unit column (None: one row per person)."""
+        """The privacy unit column (None: one row per person). A Session over several
+        tables: the unit column of its private tables if they all name it alike."""
+        if self._catalog is not None:
+            units = {info.unit for info in self._catalog.tables.values() if not info.public}
+            return units.pop() if len(units) == 1 else None
         return self._unit
 
     @property
@@ -700,7 +790,13 @@ class Session:
 
     @property
     def columns(self) -> dict[str, str]:
-        """The table's public schema: column name -> type."""
+        """The table's public schema: column name -> type. A Session over several
+        tables: its only private table's (``{}`` with several; see :attr:`tables`)."""
+        if self._catalog is not None:
+            names = self._catalog.private_names()
+            if len(names) != 1:
+                return {}
+            return dict(self._catalog.tables[names[0]].schema)
         return dict(self._schema)
 
     # ------------------------------------------------------------------ queries
@@ -841,9 +937,12 @@ class Session:
         salt = salt_from(random.bytes(32))
         # 0. the table or joined view the query reads (public information only).
         view, stripped = self._view_for(query, salt)
-        return view._evaluate(
+        result = view._evaluate(
             stripped, budget, confidence, checked_deadline, started, random, salt, repr(query)
         )
+        if view._view is None:
+            return result
+        return dataclasses.replace(result, notes=(view._view.summary(), *result.notes))
 
     def _evaluate(
         self,
