@@ -63,6 +63,7 @@ from dpkit.errors import (
     InternalError,
     InvalidParameter,
     SessionLocked,
+    SqlError,
     UnsupportedEvent,
     WeakGuaranteeWarning,
 )
@@ -174,6 +175,7 @@ __all__ = [
     "Session",
     "SessionLocked",
     "SparseVector",
+    "SqlError",
     "SubsampledLaplace",
     "TruncatedLaplace",
     "UnsupportedEvent",

@@ -8,6 +8,7 @@ The hierarchy::
 
     DPError(Exception)
     ├─ InvalidParameter(DPError, ValueError)
+    │  └─ SqlError              a SQL statement dpkit cannot run, with its line and column
     ├─ BudgetExceeded(DPError)
     ├─ DataError(DPError)
     ├─ EngineError(DPError)
@@ -33,6 +34,7 @@ __all__ = [
     "InternalError",
     "InvalidParameter",
     "SessionLocked",
+    "SqlError",
     "UnsupportedEvent",
     "WeakGuaranteeWarning",
 ]
@@ -55,6 +57,29 @@ class InvalidParameter(DPError, ValueError):
     def for_parameter(cls, name: str, owner: str, expected: str, got: object) -> InvalidParameter:
         """Build the standard message for parameter ``name`` of ``owner``."""
         return cls(f"The {name!r} parameter of {owner} must be {expected}. Got {got!r} instead.")
+
+
+class SqlError(InvalidParameter):
+    """A statement dpkit cannot run, with where it is (1-based line and column).
+
+    Raised before anything is spent; the message names the statement's own text and
+    the public schema only.
+    """
+
+    def __init__(self, message: str, text: str = "", start: int | None = None) -> None:
+        self.line: int | None = None
+        self.column: int | None = None
+        if start is not None and text:
+            start = max(0, min(start, len(text)))
+            before = text[:start]
+            self.line = before.count("\n") + 1
+            self.column = start - (before.rfind("\n") + 1) + 1
+            line_text = text.splitlines()[self.line - 1] if text.splitlines() else ""
+            pointer = " " * (self.column - 1) + "^"
+            message = (
+                f"{message} (line {self.line}, column {self.column})\n  {line_text}\n  {pointer}"
+            )
+        super().__init__(message)
 
 
 class BudgetExceeded(DPError):

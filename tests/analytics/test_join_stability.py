@@ -21,6 +21,7 @@ DuckDB's (more behind ``--runslow``).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -76,6 +77,11 @@ class Database:
         if person is None or self.unit_type == "int":
             return person
         return f"p{person}"
+
+    def base_rows(self, table: str | None) -> Counter[Any]:
+        """Rows per person (as the engine holds the unit) of a private table."""
+        rows = self.visits if table == "visits" else self.people
+        return Counter(self.unit(r[0]) for r in rows)
 
     def without(self, person: int) -> Database:
         """The neighbour: ``person`` removed with all their rows in every private table."""
@@ -301,6 +307,20 @@ def check_stable(compiled: CompiledQuery, on_x: Exact, on_x_prime: Exact, what: 
         assert total <= bound, (what, spec.aggregation, spec.role, total, bound)
 
 
+def joined_rows(session: dp.Session, query: Query) -> dict[Any, Counter[tuple[Any, ...]]]:
+    """The rows of the joined view (the relation bounding reads), per person, as
+    multisets (NaN made comparable)."""
+    view, _ = session._view_for(query, SALT)
+    assert view._view is not None
+    unit = list(view.columns).index(view._view.unit)
+    rows = view._engine._execute(f"SELECT * FROM {view._view.relation} AS v", view._view.params)
+    out: dict[Any, Counter[tuple[Any, ...]]] = {}
+    for row in rows:
+        comparable = tuple("NaN" if isinstance(v, float) and v != v else v for v in row)
+        out.setdefault(row[unit], Counter())[comparable] += 1
+    return out
+
+
 def sensitivities_are_the_bounds(compiled: CompiledQuery) -> None:
     """The sensitivity of each statistic is what ``bound`` says, whatever the joins."""
     plan = compiled.plan
@@ -321,6 +341,17 @@ def neighbours_within_sensitivity(data: st.DataObject) -> None:
         assert compiled.specs == compiled_prime.specs
         sensitivities_are_the_bounds(compiled)
         check_stable(compiled, on_x, on_x_prime, repr(query))
+        # The joined view itself: per person, a function of that person's rows.
+        removed = database.unit(0)
+        rows_x, rows_x_prime = joined_rows(x, query), joined_rows(x_prime, query)
+        assert removed not in rows_x_prime
+        others = {p: r for p, r in rows_x.items() if p != removed}
+        assert others == rows_x_prime, repr(query)
+        fan_out = x._view_for(query, SALT)[0]._view.fan_out  # type: ignore[union-attr]
+        base_rows = database.base_rows(query.table)
+        for person, rows in rows_x.items():
+            if person is not None:
+                assert rows.total() <= fan_out * base_rows[person], (repr(query), person)
 
 
 @settings(FAST)

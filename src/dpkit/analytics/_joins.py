@@ -47,13 +47,13 @@ The joined rows of one person
        exist to bound). On correct data (the unit a function of the key, e.g. each
        order belongs to one customer) the condition removes nothing. Before the join,
        each person keeps at most ``truncate`` (public) of their rows of the joined
-       table, those of smallest keyed hash of the row (a fresh secret salt per query;
-       ties broken by the row's canonical values: deterministic, so the same on DuckDB
-       and Spark): a rule on that person's rows alone -- Tumult's truncation before a
-       private join. So each row meets at most ``truncate`` rows, and the join's size
-       is at most ``truncate`` times the rows before it: bounded by public numbers
-       before anything runs (rule 3 of the threat model), never discovered at run
-       time.
+       table *per value of the join keys*, those of smallest keyed hash of the row (a
+       fresh secret salt per query; ties broken by the row's canonical values:
+       deterministic, so the same on DuckDB and Spark): a rule on that person's rows
+       alone -- Tumult's truncation before a private join (``DropExcess``). So each row
+       meets at most ``truncate`` rows, and the join's size is at most ``truncate`` times
+       the rows before it: bounded by public numbers before anything runs (rule 3 of the
+       threat model), never discovered at run time.
 
     In both cases adding or removing one person adds or removes that person's joined
     rows and changes no other person's: the joined view is stable in the sense the
@@ -123,7 +123,7 @@ class JoinStep:
         else:
             what = (
                 f"private table, same person only, at most {self.fan_out} row(s) per "
-                "person kept (keyed hash) before the join"
+                "person and key kept (keyed hash) before the join"
             )
         return f"{self.how} join {self.table} on ({keys}): {what}"
 
@@ -240,12 +240,16 @@ class _Builder:
         return sql, [*params, key]
 
     # --------------------------------------------------------------- truncation
-    def truncated(self, info: TableInfo, columns: Sequence[str], cap: int) -> tuple[str, list[Any]]:
-        """SQL of each person's at most ``cap`` rows of ``info`` of smallest keyed hash
-        of the row (ties by the row's canonical values): a rule on the person's rows."""
+    def truncated(
+        self, info: TableInfo, columns: Sequence[str], keys: Sequence[str], cap: int
+    ) -> tuple[str, list[Any]]:
+        """SQL of each person's at most ``cap`` rows of ``info`` per value of the join
+        ``keys``, those of smallest keyed hash of the row (ties by the row's canonical
+        values): a rule on the person's rows."""
         assert info.unit is not None
         source, params = self.visible(info)
         unit_sql = self.canon(_q(self.engine, info.unit), info.schema[info.unit])
+        per = [self.canon(_q(self.engine, k), info.schema[k]) for k in keys if k != info.unit]
         parts = [TypedPart(unit_sql, crossing_type(info.schema[info.unit]))]
         order: list[str] = []
         for column in columns:
@@ -260,7 +264,8 @@ class _Builder:
         sql = (
             f"SELECT {selected} FROM (SELECT *, {keyed.linear(parts)} AS __hl, {unit_sql} AS "
             f"__tu FROM ({source}) AS __t WHERE {unit_sql} IS NOT NULL) AS __h QUALIFY "
-            f"row_number() OVER (PARTITION BY __tu ORDER BY {ranked}) <= {int(cap)}"
+            f"row_number() OVER (PARTITION BY {', '.join(['__tu', *per])} ORDER BY "
+            f"{ranked}) <= {int(cap)}"
         )
         return sql, params
 
@@ -372,7 +377,9 @@ def joined_view(
                     "chosen deterministically; leave them out (columns=)."
                 )
             needed = list(dict.fromkeys([right.unit, *keys_right, *orderable]))
-            right_sql, right_params = builder.truncated(right, needed, join.truncate)
+            right_sql, right_params = builder.truncated(
+                right, needed, [r for _, r in join.on], join.truncate
+            )
             step_fan_out = join.truncate
             shown = join.truncate
         for column in columns:

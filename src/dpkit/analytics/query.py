@@ -176,8 +176,8 @@ class Join:
     ``how`` is ``"inner"`` or ``"left"`` (rows with no match kept, with NULLs);
     ``columns`` the columns of ``table`` brought in (default: all but its join keys and
     its privacy unit); ``truncate`` (a join of two private tables only) how many rows
-    of each person in ``table`` a row may meet. The stability argument of each kind of
-    join is in :mod:`dpkit.analytics._joins`.
+    of each person in ``table`` a row may meet (per value of the join keys). The
+    stability argument of each kind of join is in :mod:`dpkit.analytics._joins`.
     """
 
     table: str
@@ -357,9 +357,11 @@ class Query:
             refused: choose the columns.
         truncate:
             For a private ``table`` only (and then required): each person keeps at most
-            this many of their rows of ``table`` (chosen by a keyed hash of the row, a
-            rule on that person's rows alone), so a row meets at most ``truncate`` rows
-            and the join's size is bounded by public numbers before it runs.
+            this many of their rows of ``table`` per value of the join keys (chosen by a
+            keyed hash of the row, a rule on that person's rows alone), so a row meets
+            at most ``truncate`` rows and the join's size is bounded by public numbers
+            before it runs. ``1`` for a table with one row per person (joined on the
+            unit) or one row per person and key.
 
         Privacy
         -------

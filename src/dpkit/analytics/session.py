@@ -60,6 +60,8 @@ from dpkit.analytics._order import release_order, released_bounds
 from dpkit.analytics._partition import plan_partition
 from dpkit.analytics._plan import PartScope
 from dpkit.analytics._release import Explanation, QueryResult, explain, rehearse, release
+from dpkit.analytics._sql_clause import SqlError
+from dpkit.analytics._sql_query import SqlStatement, finish_result
 from dpkit.analytics.engines import DuckDBEngine, Engine
 from dpkit.analytics.query import KeySet, Query, TableKeys
 from dpkit.errors import (
@@ -692,6 +694,101 @@ class Session:
         if not kept:
             raise DataError(f"{owner}: the public query returned no key without NULL or NaN.")
         return KeySet.from_tuples(columns, kept)
+
+    # ------------------------------------------------------------------ SQL
+    def sql_query(self, sql: str) -> SqlStatement:
+        """Translate a ``SELECT WITH DIFFERENTIAL_PRIVACY`` statement into the
+        :class:`Query` the Python builder would make, and its budget (docs/sql.md).
+        Reads the public schema only; runs nothing, spends nothing."""
+        from dpkit.analytics._sql_query import TableView, translate
+
+        if self._catalog is not None:
+            tables = {
+                n: TableView(i.schema, i.public, i.unit) for n, i in self._catalog.tables.items()
+            }
+            public = self._catalog.public_names()
+        else:
+            tables = {"data": TableView(dict(self._schema), False, self._unit)}
+            public = []
+
+        def joined_schema(query: Query) -> Mapping[str, str]:
+            if self._catalog is None:
+                return dict(self._schema)
+            view, _ = self._view_for(query, 0)
+            return dict(view._schema)
+
+        return translate(
+            sql,
+            tables,
+            single=self._catalog is None,
+            joined_schema=joined_schema,
+            public_names=public,
+        )
+
+    def sql(
+        self,
+        sql: str,
+        *,
+        budget: object = None,
+        confidence: float | None = None,
+        deadline: float | None = None,
+    ) -> Any:
+        """Run a ``SELECT WITH DIFFERENTIAL_PRIVACY`` statement (GoogleSQL's syntax;
+        docs/sql.md) on the one path of :meth:`evaluate`.
+
+        The statement's ``OPTIONS (epsilon = ..., delta = ...)`` is the query's budget,
+        charged to this Session; ``budget=`` replaces it. ``EXPLAIN SELECT ...``
+        returns :meth:`explain_sql`'s :class:`Explanation` and spends nothing. A plain
+        ``SELECT`` over public tables only returns their exact rows (a pandas
+        DataFrame), free. Every refusal -- a parse error, an unknown column, bounds
+        missing, a non-DP SELECT over a private table -- is a
+        :class:`~dpkit.errors.SqlError` with its line and column, before anything is
+        spent.
+
+        Returns
+        -------
+        QueryResult, Explanation or pandas.DataFrame
+            As above.
+        """
+        statement = self.sql_query(sql)
+        if statement.query is None:
+            if statement.explain:
+                raise SqlError("EXPLAIN applies to SELECT WITH DIFFERENTIAL_PRIVACY.", sql, 0)
+            return self.public_query(statement.text)
+        chosen = self._sql_budget(statement, budget)
+        level = confidence or statement.confidence or 0.95
+        if statement.explain:
+            return self.explain(statement.query, budget=chosen, confidence=level)
+        result = self.evaluate(statement.query, budget=chosen, confidence=level, deadline=deadline)
+        return finish_result(result, statement)
+
+    def explain_sql(
+        self, sql: str, *, budget: object = None, confidence: float | None = None
+    ) -> Explanation:
+        """:meth:`explain` of a SQL statement (with or without ``EXPLAIN``): the plan,
+        the noise and the accuracy, without spending."""
+        statement = self.sql_query(sql)
+        if statement.query is None:
+            raise SqlError(
+                "Only SELECT WITH DIFFERENTIAL_PRIVACY statements have a private plan.", sql, 0
+            )
+        level = confidence or statement.confidence or 0.95
+        return self.explain(
+            statement.query, budget=self._sql_budget(statement, budget), confidence=level
+        )
+
+    @staticmethod
+    def _sql_budget(statement: SqlStatement, budget: object) -> object:
+        if budget is not None:
+            return budget
+        if statement.budget is None:
+            raise SqlError(
+                "The statement has no budget: add OPTIONS (epsilon = ..., delta = ...) or "
+                "pass budget=.",
+                statement.text,
+                0,
+            )
+        return statement.budget
 
     def _view_for(self, query: Query, salt: int) -> tuple[Session, Query]:
         """The Session a query runs on, and the query for it: this Session for a

@@ -1,0 +1,699 @@
+"""GoogleSQL's differential-privacy SELECT, translated into a :class:`Query`.
+
+The SQL front door decides nothing about privacy: a statement becomes the same
+:class:`~dpkit.analytics.Query` the Python builder makes (tables, joins, filters,
+derived columns, groups, bounds, aggregations) and a query budget, and the Session runs
+that query on the one path (compile -> prepare -> charge -> run -> release). No SQL
+text of the analyst reaches an engine: expressions are re-rendered from SQLGlot's tree
+and then pass the same allowlisted-expression check as the builder's
+(:mod:`dpkit.analytics._expr`). docs/sql.md lists the dialect, every OPTIONS key and
+the differences from BigQuery.
+
+The grammar::
+
+    [EXPLAIN] SELECT WITH DIFFERENTIAL_PRIVACY [OPTIONS (key = value, ...)]
+        item, ...
+    FROM table [[AS] alias]
+        [[INNER | LEFT] JOIN table [[AS] alias] (USING (col, ...) | ON a.x = b.y [AND ...])]...
+    [WHERE condition]
+    [GROUP BY column or expression, ...]
+    [ORDER BY output column [ASC | DESC], ...] [LIMIT n]
+
+An item is a group column or one of ``COUNT(*)``, ``COUNT(DISTINCT unit)``,
+``COUNT(DISTINCT x)``, ``COUNT(x)``, ``SUM``, ``AVG``, ``VAR_POP``/``VARIANCE``,
+``STDDEV``/``STDDEV_POP``, ``PERCENTILE_CONT(x, q)``, ``MEDIAN``, ``MIN``, ``MAX``, with
+``contribution_bounds_per_row => (low, high)`` (or ``contribution_bounds_per_group``)
+where bounds are needed. ORDER BY and LIMIT apply to the released rows (post-processing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from dpkit.accounting.guarantees import ApproxDP, Guarantee, PureDP
+from dpkit.analytics._sql_clause import Clause, SqlError, position_of, split_clause
+from dpkit.analytics.query import KeySelection, KeySet, Query, TableKeys
+from dpkit.errors import DPError
+
+__all__ = ["SqlStatement", "TableView", "translate"]
+
+#: OPTIONS keys dpkit reads (docs/sql.md).
+OPTIONS = (
+    "epsilon",
+    "delta",
+    "max_groups_contributed",
+    "max_rows_contributed",
+    "privacy_unit_column",
+    "group_keys",
+    "join_truncate",
+    "key_selection_delta",
+    "confidence",
+)
+
+_AGGREGATES = (
+    "COUNT",
+    "SUM",
+    "AVG",
+    "VAR_POP",
+    "VARIANCE",
+    "STDDEV",
+    "STDDEV_POP",
+    "PERCENTILE_CONT",
+    "MEDIAN",
+    "MIN",
+    "MAX",
+    "VAR_SAMP",
+    "STDDEV_SAMP",
+    "APPROX_QUANTILES",
+)
+_BOUNDS_KEYS = ("contribution_bounds_per_row", "contribution_bounds_per_group")
+
+
+@dataclass(frozen=True)
+class TableView:
+    """What the translator may know of a table: public information only."""
+
+    schema: Mapping[str, str]
+    public: bool
+    unit: str | None
+
+
+@dataclass
+class SqlStatement:
+    """A translated statement: the query (None for a SELECT over public tables only),
+    its budget, and what to do to the released rows."""
+
+    text: str
+    explain: bool
+    query: Query | None
+    budget: Guarantee | None
+    confidence: float | None = None
+    #: Output renames: result column -> name the statement gave it.
+    renames: dict[str, str] = field(default_factory=dict)
+    #: Aggregations released as variances whose square root the statement asked for.
+    square_roots: tuple[str, ...] = ()
+    #: (output column, descending) pairs, applied to the released rows.
+    order_by: tuple[tuple[str, bool], ...] = ()
+    limit: int | None = None
+    #: The output columns the statement names, in order.
+    columns: tuple[str, ...] = ()
+
+
+def _dialect() -> Any:
+    """BigQuery's dialect with the aggregates parsed as plain calls (SQLGlot checks
+    their argument counts, which the DP forms exceed)."""
+    from sqlglot.dialects.bigquery import BigQuery
+
+    functions = {k: v for k, v in BigQuery.Parser.FUNCTIONS.items() if k not in _AGGREGATES}
+
+    parser: Any = BigQuery.Parser
+
+    class DPSQL(BigQuery):
+        class Parser(parser):  # type: ignore[misc]
+            FUNCTIONS = functions
+
+    return DPSQL
+
+
+class _Translator:
+    def __init__(
+        self,
+        clause: Clause,
+        text: str,
+        tables: Mapping[str, TableView],
+        single: bool,
+        joined_schema: Callable[[Query], Mapping[str, str]],
+    ) -> None:
+        self.clause = clause
+        self.text = text
+        self.tables = tables
+        self.single = single
+        self.joined_schema = joined_schema
+        self.aliases: dict[str, str] = {}
+        self.schema: Mapping[str, str] = {}
+        self.unit: str | None = None
+        self.derived: list[tuple[str, str]] = []
+        self.single_unit = next(iter(tables.values())).unit if single else None
+
+    # ------------------------------------------------------------------ errors
+    def error(self, message: str, node: Any = None, at: int | None = None) -> SqlError:
+        start = at if at is not None else (position_of(node) if node is not None else None)
+        return SqlError(message, self.text, start)
+
+    def option_error(self, key: str, message: str) -> SqlError:
+        return SqlError(message, self.text, self.clause.positions.get(key))
+
+    # ------------------------------------------------------------------ tables
+    def table(self, node: Any) -> tuple[str, TableView]:
+        from sqlglot import exp
+
+        if not isinstance(node, exp.Table) or node.args.get("db") or node.args.get("catalog"):
+            raise self.error(
+                "FROM and JOIN read the Session's tables by name; a subquery or table "
+                "function would read a private table row by row, which no DP query may.",
+                node,
+            )
+        name = node.name
+        if self.single:
+            view = next(iter(self.tables.values()))
+            return name, view
+        if name not in self.tables:
+            raise self.error(f"Unknown table {name!r}. Tables: {sorted(self.tables)}.", node)
+        return name, self.tables[name]
+
+    def register_alias(self, node: Any, name: str) -> None:
+        alias = node.alias or name
+        if alias.casefold() in {a.casefold() for a in self.aliases}:
+            raise self.error(f"The name {alias!r} is used twice in FROM.", node)
+        self.aliases[alias] = name
+
+    def column(self, node: Any) -> str:
+        """A column reference -> its name in the joined rows."""
+        name = node.name
+        qualifier = node.table
+        if qualifier:
+            match = [a for a in self.aliases if a.casefold() == qualifier.casefold()]
+            if not match:
+                raise self.error(f"Unknown table or alias {qualifier!r}.", node)
+            table = self.tables.get(self.aliases[match[0]])
+            if table is not None and not self.single and name not in table.schema:
+                raise self.error(f"Table {qualifier!r} has no column {name!r}.", node)
+        if name not in self.schema:
+            raise self.error(f"Unknown column {name!r}. Columns: {sorted(self.schema)}.", node)
+        return str(name)
+
+    def expression(self, node: Any) -> str:
+        """SQL of an expression with columns unqualified and checked (DuckDB's dialect,
+        dpkit's canonical SQL; the allowlist check follows at compile time)."""
+        from sqlglot import exp
+
+        for child in list(node.walk()):
+            if isinstance(child, exp.Column):
+                resolved = self.column(child)
+                child.replace(exp.column(resolved, quoted=True))
+            elif isinstance(child, exp.Anonymous) and child.name.upper() in _AGGREGATES:
+                raise self.error("An aggregate cannot be used here.", child)
+            elif isinstance(child, exp.Subquery | exp.Select) and child is not node:
+                raise self.error(
+                    "A subquery would read a table row by row; it is not allowed.", child
+                )
+        return str(node.sql(dialect="duckdb"))
+
+    def fresh(self, base: str) -> str:
+        taken = {c.casefold() for c in self.schema} | {n.casefold() for n, _ in self.derived}
+        name, i = base, 1
+        while name.casefold() in taken:
+            i += 1
+            name = f"{base}_{i}"
+        return name
+
+    # ------------------------------------------------------------------ statement
+    def run(self, tree: Any) -> SqlStatement:
+        from sqlglot import exp
+
+        if not isinstance(tree, exp.Select):
+            raise self.error("Give one SELECT statement.", tree, at=self.clause.select_at)
+        if tree.args.get("with_") or tree.args.get("with"):
+            raise self.error("WITH (common table expressions) is not supported.", tree)
+        for key in ("having", "qualify", "windows", "distinct", "into", "laterals"):
+            if tree.args.get(key):
+                raise self.error(f"{key.upper()} is not supported in a DP SELECT.", tree.args[key])
+        from_ = tree.args.get("from_") or tree.args.get("from")
+        if from_ is None:
+            raise self.error("A DP SELECT reads a table: add FROM.", tree)
+        query = self.from_clause(from_, tree.args.get("joins") or [])
+        if self.single:
+            self.unit = self.single_unit
+        self.schema = dict(self.joined_schema(query))
+        options = self.clause.options
+        unit_option = options.get("privacy_unit_column")
+        if unit_option is not None and str(unit_option) != self.unit:
+            raise self.option_error(
+                "privacy_unit_column",
+                f"privacy_unit_column is {unit_option!s} but the Session's privacy unit "
+                f"is {self.unit!r}.",
+            )
+        where = tree.args.get("where")
+        filters = [self.expression(where.this)] if where is not None else []
+        groups = self.group_by(tree.args.get("group"))
+        statement = SqlStatement(self.text, self.clause.explain, None, None)
+        aggregations: list[Callable[[Query], Query]] = []
+        columns: list[str] = []
+        for item in tree.expressions:
+            alias = item.alias if isinstance(item, exp.Alias) else None
+            node = item.this if isinstance(item, exp.Alias) else item
+            if isinstance(node, exp.Anonymous) and node.name.upper() in _AGGREGATES:
+                name, add = self.aggregate(node, alias, statement)
+                aggregations.append(add)
+                columns.append(alias or name)
+                continue
+            if isinstance(node, exp.Star):
+                raise self.error("SELECT * would release rows; name aggregates.", node)
+            key = self.group_item(node, groups)
+            if alias and alias != key:
+                statement.renames[key] = alias
+            columns.append(alias or key)
+        if not aggregations:
+            raise self.error("A DP SELECT needs at least one aggregate (COUNT(*), SUM...).", tree)
+        for name, expression in self.derived:
+            query = query.with_column(name, expression)
+        for condition in filters:
+            query = query.filter(condition)
+        if groups:
+            query = query.group_by(*groups.values(), **self.keys(groups))
+        query = self.bound(query, bool(groups))
+        for add in aggregations:
+            query = add(query)
+        statement.query = query
+        statement.budget = self.budget()
+        statement.confidence = self.confidence()
+        statement.columns = tuple(columns)
+        self.order_and_limit(tree, statement)
+        return statement
+
+    def from_clause(self, from_: Any, joins: list[Any]) -> Query:
+
+        base_name, base = self.table(from_.this)
+        self.register_alias(from_.this, base_name)
+        if base.public and not self.single:
+            raise self.error(
+                f"A DP SELECT starts FROM a private table; {base_name!r} is public.",
+                from_.this,
+            )
+        self.unit = base.unit
+        query = Query() if self.single else Query.from_table(base_name)
+        known = dict(base.schema)
+        for join in joins:
+            if self.single:
+                raise self.error(
+                    "This Session has one table; joins need Session.from_tables.", join
+                )
+            side = (join.side or "").upper()
+            kind = (join.kind or "").upper()
+            if (
+                side not in ("", "LEFT")
+                or kind not in ("", "INNER", "OUTER")
+                or join.args.get("method")
+            ):
+                raise self.error("Only [INNER] JOIN and LEFT [OUTER] JOIN are supported.", join)
+            name, view = self.table(join.this)
+            self.register_alias(join.this, name)
+            pairs = self.join_keys(join, name, view, known)
+            truncate = None
+            if not view.public:
+                value = self.clause.options.get("join_truncate")
+                if value is None:
+                    raise self.error(
+                        f"Joining the private table {name!r} needs OPTIONS (join_truncate = "
+                        "k): how many rows of each person in it a row may meet.",
+                        join.this,
+                    )
+                truncate = self.count_option("join_truncate")
+            try:
+                query = query.join(
+                    name,
+                    dict(pairs),
+                    how="left" if side == "LEFT" else "inner",
+                    truncate=truncate,
+                )
+            except DPError as err:
+                raise self.error(str(err), join) from None
+            known.update(view.schema)
+        return query
+
+    def join_keys(
+        self, join: Any, name: str, view: TableView, known: Mapping[str, str]
+    ) -> list[tuple[str, str]]:
+        from sqlglot import exp
+
+        using = join.args.get("using")
+        if using:
+            return [(c.name, c.name) for c in using]
+        condition = join.args.get("on")
+        if condition is None:
+            raise self.error("A JOIN needs USING (...) or ON a.x = b.y.", join)
+        terms = []
+        stack = [condition]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, exp.And):
+                stack += [node.this, node.expression]
+            elif isinstance(node, exp.EQ) and all(
+                isinstance(side, exp.Column) for side in (node.this, node.expression)
+            ):
+                terms.append(node)
+            else:
+                raise self.error(
+                    "ON must be equalities of columns joined by AND (a.x = b.y AND ...).", node
+                )
+        joined_alias = next(a for a, t in self.aliases.items() if t == name)
+        pairs = []
+        for term in reversed(terms):
+            left, right = term.this, term.expression
+            if (right.table or "").casefold() != joined_alias.casefold():
+                left, right = right, left
+            if (right.table or "").casefold() != joined_alias.casefold():
+                raise self.error(
+                    f"Each ON equality compares a column of {joined_alias!r} with an earlier "
+                    "table's (qualify both columns).",
+                    term,
+                )
+            if right.name not in view.schema:
+                raise self.error(f"Table {name!r} has no column {right.name!r}.", right)
+            if left.name not in known:
+                raise self.error(f"Unknown column {left.name!r}.", left)
+            pairs.append((left.name, right.name))
+        return pairs
+
+    def group_by(self, group: Any) -> dict[str, str]:
+        """GROUP BY items -> {SQL text of the item: group column name}."""
+        from sqlglot import exp
+
+        out: dict[str, str] = {}
+        if group is None:
+            return out
+        for node in group.expressions:
+            if isinstance(node, exp.Column):
+                out[node.sql()] = self.column(node)
+            elif isinstance(node, exp.Literal):
+                raise self.error("GROUP BY a position is not supported; name the column.", node)
+            else:
+                text = node.sql()
+                name = self.fresh("group_" + str(len(out) + 1))
+                self.derived.append((name, self.expression(node.copy())))
+                out[text] = name
+        return out
+
+    def group_item(self, node: Any, groups: Mapping[str, str]) -> str:
+        from sqlglot import exp
+
+        if isinstance(node, exp.Column):
+            name = self.column(node)
+            if name in groups.values():
+                return name
+        elif node.sql() in groups:
+            return groups[node.sql()]
+        raise self.error("A selected column must be in GROUP BY or inside an aggregate.", node)
+
+    def keys(self, groups: Mapping[str, str]) -> dict[str, Any]:
+        """Public keys (OPTIONS group_keys, or the public table the group columns come
+        from) or private key selection."""
+        columns = tuple(groups.values())
+        option = self.clause.options.get("group_keys")
+        if option is not None:
+            text = str(option)
+            if text in self.tables and not self.single:
+                return {"keys": TableKeys(text, columns)}
+            raise self.option_error(
+                "group_keys", f"group_keys names a public table; {text!r} is not one."
+            )
+        for table_name in self.aliases.values():
+            view = self.tables.get(table_name)
+            if (
+                view is not None
+                and view.public
+                and not self.single
+                and all(c in view.schema for c in columns)
+            ):
+                return {"keys": KeySet.from_table(table_name, *columns)}
+        delta = self.clause.options.get("key_selection_delta")
+        selection = KeySelection() if delta is None else KeySelection(delta=float(delta))
+        return {"keys": "private", "selection": selection}
+
+    def bound(self, query: Query, grouped: bool) -> Query:
+        """Contribution bounds: ``max_groups_contributed`` (default 1, as BigQuery) and
+        ``max_rows_contributed`` (dpkit's; default 1: a person's rows in a group count
+        as their average, so their contribution lies within the per-row bounds)."""
+        groups = self.count_option("max_groups_contributed")
+        rows = self.count_option("max_rows_contributed")
+        if self.unit is None:
+            return query
+        return query.bound(
+            max_groups=(groups or 1) if grouped else None,
+            max_rows=rows or 1,
+        )
+
+    def count_option(self, key: str) -> int | None:
+        value = self.clause.options.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise self.option_error(key, f"{key} must be a positive integer; got {value!r}.")
+        return value
+
+    def budget(self) -> Guarantee | None:
+        options = self.clause.options
+        epsilon, delta = options.get("epsilon"), options.get("delta", 0)
+        if epsilon is None:
+            if "delta" in options:
+                raise self.option_error("delta", "delta is given without epsilon.")
+            return None
+        try:
+            if delta:
+                return ApproxDP(float(epsilon), float(delta))
+            return PureDP(float(epsilon))
+        except (DPError, TypeError, ValueError) as err:
+            raise self.option_error("epsilon", f"Invalid budget: {err}") from None
+
+    def confidence(self) -> float | None:
+        value = self.clause.options.get("confidence")
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1:
+            raise self.option_error("confidence", f"confidence must be in (0, 1); got {value!r}.")
+        return float(value)
+
+    # ------------------------------------------------------------------ aggregates
+    def aggregate(
+        self, node: Any, alias: str | None, statement: SqlStatement
+    ) -> tuple[str, Callable[[Query], Query]]:
+        from sqlglot import exp
+
+        function = node.name.upper()
+        positional, named = [], {}
+        for argument in node.expressions:
+            if isinstance(argument, exp.Kwarg):
+                key = argument.this.name.lower()
+                if key not in _BOUNDS_KEYS:
+                    raise self.error(f"Unknown argument {key!r} of {function}.", argument)
+                named[key] = self.bounds(argument.expression, function)
+            else:
+                positional.append(argument)
+        if len(named) > 1:
+            raise self.error(f"{function}: give one of {', '.join(_BOUNDS_KEYS)}.", node)
+        bounds = next(iter(named.values()), None)
+        if function in ("VAR_SAMP", "STDDEV_SAMP", "APPROX_QUANTILES"):
+            replacement = {"VAR_SAMP": "VAR_POP", "STDDEV_SAMP": "STDDEV_POP"}.get(
+                function, "PERCENTILE_CONT"
+            )
+            raise self.error(f"{function} is not supported; use {replacement}.", node)
+        if function == "COUNT":
+            return self.count(node, positional, alias, bounds)
+        if not positional:
+            raise self.error(f"{function} needs a column.", node)
+        if bounds is None:
+            raise self.error(
+                f"{function} needs bounds: {function}(x, contribution_bounds_per_row => "
+                "(low, high)), public limits that each value is clamped to.",
+                node,
+            )
+        column = self.argument(positional[0], alias, function)
+        name = alias or f"{function.lower()}_{column}"
+        if function in ("SUM", "AVG", "VAR_POP", "VARIANCE", "STDDEV", "STDDEV_POP"):
+            if len(positional) != 1:
+                raise self.error(f"{function} takes one column and its bounds.", node)
+            method = {"SUM": "sum", "AVG": "mean"}.get(function, "variance")
+            if function.startswith("STDDEV"):
+                statement.square_roots += (name,)
+            return name, lambda q: getattr(q, method)(column, bounds=bounds, name=name)
+        if function in ("MIN", "MAX", "MEDIAN"):
+            if len(positional) != 1:
+                raise self.error(f"{function} takes one column and its bounds.", node)
+            method = function.lower()
+            return name, lambda q: getattr(q, method)(column, bounds=bounds, name=name)
+        # PERCENTILE_CONT(x, q)
+        if len(positional) != 2 or not isinstance(positional[1], exp.Literal):
+            raise self.error("PERCENTILE_CONT(x, q, bounds) takes a level q in [0, 1].", node)
+        level = float(positional[1].this)
+        if not 0.0 <= level <= 1.0:
+            raise self.error("The level of PERCENTILE_CONT must be in [0, 1].", positional[1])
+        return name, lambda q: q.quantile(column, level, bounds=bounds, name=name)
+
+    def count(
+        self,
+        node: Any,
+        positional: list[Any],
+        alias: str | None,
+        bounds: tuple[float, float] | None,
+    ) -> tuple[str, Callable[[Query], Query]]:
+        from sqlglot import exp
+
+        if bounds is not None:
+            raise self.error(
+                "COUNT needs no bounds: a person's rows are bounded by max_rows_contributed.",
+                node,
+            )
+        if len(positional) != 1:
+            raise self.error("COUNT takes one argument.", node)
+        argument = positional[0]
+        if isinstance(argument, exp.Star):
+            name = alias or "count"
+            return name, lambda q: q.count(name=name)
+        if isinstance(argument, exp.Distinct):
+            if len(argument.expressions) != 1:
+                raise self.error("COUNT(DISTINCT ...) takes one column.", argument)
+            inner = argument.expressions[0]
+            if isinstance(inner, exp.Column) and self.column(inner) == self.unit:
+                name = alias or "count_distinct"
+                return name, lambda q: q.count_distinct(name=name)
+            column = self.argument(inner, alias, "COUNT")
+            name = alias or f"count_distinct_{column}"
+            return name, lambda q: q.count_distinct(column, name=name)
+        # COUNT(x): rows where x is not NULL, as a sum of 0/1 (one row adds at most 1).
+        indicator = self.fresh(f"{alias or 'count'}_not_null")
+        value = self.expression(argument.copy())
+        self.derived.append((indicator, f"CASE WHEN ({value}) IS NULL THEN 0 ELSE 1 END"))
+        name = alias or f"count_{argument.sql()}"
+        return name, lambda q: q.sum(indicator, bounds=(0.0, 1.0), name=name)
+
+    def argument(self, node: Any, alias: str | None, function: str) -> str:
+        """An aggregate's column: a column name, or a derived column of an expression."""
+        from sqlglot import exp
+
+        if isinstance(node, exp.Column):
+            return self.column(node)
+        name = self.fresh(f"{(alias or function.lower())}_value")
+        self.derived.append((name, self.expression(node.copy())))
+        return name
+
+    def bounds(self, node: Any, function: str) -> tuple[float, float]:
+        from sqlglot import exp
+
+        values = []
+        items = node.expressions if isinstance(node, exp.Tuple) else []
+        for item in items:
+            sign = 1.0
+            if isinstance(item, exp.Neg):
+                sign, item = -1.0, item.this
+            if not isinstance(item, exp.Literal) or item.is_string:
+                break
+            values.append(sign * float(item.this))
+        if len(values) != 2 or len(items) != 2:
+            raise self.error(f"{function}: bounds are (low, high), two numbers.", node)
+        return (values[0], values[1])
+
+    # ------------------------------------------------------------------ output
+    def order_and_limit(self, tree: Any, statement: SqlStatement) -> None:
+        from sqlglot import exp
+
+        order = tree.args.get("order")
+        if order is not None:
+            pairs = []
+            for item in order.expressions:
+                target = item.this
+                if not isinstance(target, exp.Column) or target.table:
+                    raise self.error("ORDER BY names output columns.", item)
+                if target.name not in statement.columns:
+                    raise self.error(
+                        f"ORDER BY {target.name!r}: not an output column "
+                        f"({list(statement.columns)}).",
+                        target,
+                    )
+                pairs.append((target.name, bool(item.args.get("desc"))))
+            statement.order_by = tuple(pairs)
+        limit = tree.args.get("limit")
+        if limit is not None:
+            value = limit.expression
+            if not isinstance(value, exp.Literal) or value.is_string or not value.this.isdigit():
+                raise self.error("LIMIT takes a whole number.", limit)
+            statement.limit = int(value.this)
+
+
+def translate(
+    text: str,
+    tables: Mapping[str, TableView],
+    *,
+    single: bool,
+    joined_schema: Callable[[Query], Mapping[str, str]],
+    public_names: list[str],
+) -> SqlStatement:
+    """Translate one statement (module docstring). ``tables``: the Session's tables
+    (one, with ``single``, whatever its name in FROM); ``joined_schema``: the columns a
+    query's joined rows have (the Session computes them, public information only)."""
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import ParseError
+
+    clause = split_clause(text)
+    for key in clause.options:
+        if key not in OPTIONS:
+            raise SqlError(
+                f"Unknown option {key!r}. Options: {', '.join(OPTIONS)}.",
+                text,
+                clause.positions[key],
+            )
+    try:
+        statements = sqlglot.parse(clause.rest, read=_dialect())
+    except ParseError as err:
+        errors = getattr(err, "errors", None) or [{}]
+        first = errors[0]
+        start = first.get("start_context") and None
+        line, col = first.get("line"), first.get("col")
+        if line and col:
+            lines = text.splitlines(keepends=True)
+            start = sum(len(x) for x in lines[: line - 1]) + col - 1
+        description = first.get("description") or str(err).splitlines()[0]
+        raise SqlError(f"Cannot parse the statement: {description}", text, start) from None
+    statements = [s for s in statements if s is not None]
+    if len(statements) != 1:
+        raise SqlError("Give exactly one statement.", text)
+    tree: Any = statements[0]
+    translator = _Translator(clause, text, tables, single, joined_schema)
+    if not clause.private:
+        read = [t.name for t in tree.find_all(exp.Table)]
+        private = [n for n in read if single or n not in public_names]
+        if private or not read:
+            node = next((t for t in tree.find_all(exp.Table) if t.name in private), tree)
+            raise translator.error(
+                "Every SELECT over a private table must be SELECT WITH DIFFERENTIAL_PRIVACY.",
+                node,
+            )
+        return SqlStatement(text, clause.explain, None, None)
+    return translator.run(tree)
+
+
+def finish_result(result: Any, statement: SqlStatement) -> Any:
+    """The released rows as the statement asked: square roots of the variances of
+    STDDEV, output names, ORDER BY and LIMIT -- post-processing of the release."""
+    import dataclasses
+
+    import numpy as np
+
+    columns = dict(result.columns)
+    for name in statement.square_roots:
+        variance = np.asarray(columns[name], dtype=float)
+        root = np.sqrt(np.clip(variance, 0.0, None))
+        if f"{name}_se" in columns:
+            se = np.asarray(columns[f"{name}_se"], dtype=float)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                columns[f"{name}_se"] = np.where(root > 0, se / (2.0 * root), np.nan)
+        for suffix in ("_low", "_high"):
+            if f"{name}{suffix}" in columns:
+                bound = np.asarray(columns[f"{name}{suffix}"], dtype=float)
+                columns[f"{name}{suffix}"] = np.sqrt(np.clip(bound, 0.0, None))
+        columns[name] = root
+    renamed = {statement.renames.get(k, k): v for k, v in columns.items()}
+    groups = tuple(statement.renames.get(g, g) for g in result.group_columns)
+    if statement.order_by and renamed:
+        keys = [np.asarray(renamed[c]) for c, _ in reversed(statement.order_by)]
+        order = np.arange(len(next(iter(renamed.values()))))
+        for (column, descending), values in zip(reversed(statement.order_by), keys, strict=True):
+            ranked = np.argsort(values[order], kind="stable")
+            order = order[ranked[::-1]] if descending else order[ranked]
+            del column
+        renamed = {k: np.asarray(v)[order] for k, v in renamed.items()}
+    if statement.limit is not None:
+        renamed = {k: np.asarray(v)[: statement.limit] for k, v in renamed.items()}
+    return dataclasses.replace(result, columns=renamed, group_columns=groups)
