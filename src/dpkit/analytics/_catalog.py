@@ -202,13 +202,21 @@ class Catalog:
             statements = sqlglot.parse(sql, read="duckdb")
         except sqlglot.errors.ParseError as err:
             raise InvalidParameter(f"{owner}: cannot parse the SQL: {err}") from None
-        if len(statements) != 1 or not isinstance(statements[0], exp.Query):
+        writes = (exp.Insert, exp.Update, exp.Delete, exp.Merge, exp.Create, exp.Drop)
+        if (
+            len(statements) != 1
+            or not isinstance(statements[0], exp.Query)
+            or any(isinstance(node, writes) for node in statements[0].walk())
+        ):
             raise InvalidParameter(
                 f"{owner}: give one SELECT statement over the public tables "
-                f"({self.public_names()})."
+                f"({self.public_names()}); it may not change them."
             )
         cursor = self._public.cursor()
         try:
+            # And in a transaction rolled back, whatever the statement turned out to do
+            # (a data-modifying CTE: found by the adversarial review).
+            cursor.execute("BEGIN TRANSACTION")
             result = cursor.execute(statements[0].sql(dialect="duckdb"))
             columns = [d[0] for d in result.description]
             return columns, list(result.fetchall())
@@ -216,6 +224,8 @@ class Catalog:
             # The public tables only: their contents may be shown.
             raise DataError(f"{owner}: the public query failed: {err}") from None
         finally:
+            with contextlib.suppress(duckdb.Error):
+                cursor.execute("ROLLBACK")
             cursor.close()
 
 
@@ -303,9 +313,19 @@ def check_tables(
 
 
 def check_unit_types(tables: Mapping[str, TableInfo], owner: str) -> None:
-    """Every private table has its unit column, and the units compare as one key."""
+    """Every private table has its unit column, the units compare as one key (DECIMAL
+    units of one precision and scale: compared exactly, never through a cast that could
+    fail or round), and no column name starts with ``__dpkit`` (dpkit's own names in
+    the joined view's SQL)."""
     categories = {}
+    decimals = set()
     for name, info in tables.items():
+        for column in info.schema:
+            if column.casefold().startswith("__dpkit"):
+                raise DataError(
+                    f"{owner}: column {column!r} of {name!r} starts with '__dpkit', a prefix "
+                    "dpkit keeps for its own columns; rename it."
+                )
         if info.unit is None:
             continue
         if info.unit not in info.schema:
@@ -320,7 +340,9 @@ def check_unit_types(tables: Mapping[str, TableInfo], owner: str) -> None:
                 f"{info.schema[info.unit]}, which has no canonical form to join persons on."
             )
         categories[name] = category
-    if len(set(categories.values())) > 1:
+        if category == "decimal":
+            decimals.add(info.schema[info.unit].upper().replace(" ", ""))
+    if len(set(categories.values())) > 1 or len(decimals) > 1:
         raise InvalidParameter(
             f"{owner}: the privacy unit columns must hold the same kind of value in every "
             f"private table (one person, one id); got {categories}."

@@ -260,12 +260,14 @@ class _Builder:
             order += self._order_keys(x, canonical, type_name)
         keyed = self.engine._hash(self.salt)
         selected = ", ".join(_q(self.engine, c) for c in columns)
-        ranked = ", ".join([keyed.finish("__hl"), *order])
+        ranked = ", ".join([keyed.finish("__dpkit_hl"), *order])
+        # The columns by name (never *): a table column may not shadow dpkit's own
+        # (names starting with __dpkit are refused at creation, _catalog).
         sql = (
-            f"SELECT {selected} FROM (SELECT *, {keyed.linear(parts)} AS __hl, {unit_sql} AS "
-            f"__tu FROM ({source}) AS __t WHERE {unit_sql} IS NOT NULL) AS __h QUALIFY "
-            f"row_number() OVER (PARTITION BY {', '.join(['__tu', *per])} ORDER BY "
-            f"{ranked}) <= {int(cap)}"
+            f"SELECT {selected} FROM (SELECT {selected}, {keyed.linear(parts)} AS __dpkit_hl, "
+            f"{unit_sql} AS __dpkit_tu FROM ({source}) AS __t WHERE {unit_sql} IS NOT NULL) "
+            f"AS __h QUALIFY row_number() OVER (PARTITION BY "
+            f"{', '.join(['__dpkit_tu', *per])} ORDER BY {ranked}) <= {int(cap)}"
         )
         return sql, params
 
@@ -436,6 +438,14 @@ def _column(origin: dict[str, tuple[str, str, str]], name: str, side: str) -> tu
 
 def _same_category(left: str, left_type: str, table: str, right: str, right_type: str) -> None:
     left_category, right_category = key_category(left_type), key_category(right_type)
+    if left_category == right_category == "decimal" and _decimal(left_type) != _decimal(right_type):
+        # DuckDB would compare them in a common DECIMAL type, a cast that fails on large
+        # values (past 38 digits) or rounds: found by the adversarial review.
+        raise InvalidParameter(
+            f"{_OWNER}: cannot compare {left!r} ({left_type}) with {table}.{right} "
+            f"({right_type}): DECIMAL join keys must have the same precision and scale "
+            "(compared exactly, never through a cast that could fail or round)."
+        )
     if left_category is None or right_category is None or left_category != right_category:
         raise InvalidParameter(
             f"{_OWNER}: cannot compare {left!r} ({left_type}) with {table}.{right} "
@@ -443,6 +453,10 @@ def _same_category(left: str, left_type: str, table: str, right: str, right_type
             "the same kind of value on both sides (integers, floating-point numbers, "
             "decimals, strings, booleans, dates or timestamps)."
         )
+
+
+def _decimal(type_name: str) -> str:
+    return type_name.upper().replace(" ", "")
 
 
 def _chosen(join: Join, right: TableInfo, default: list[str], forbidden: set[str]) -> list[str]:

@@ -1,8 +1,9 @@
 """Entry point of the ``dpkit`` command (also ``python -m dpkit``).
 
 Sub-commands: ``describe`` (the main job: a private summary of a dataset with a
-report), ``demo`` (``describe`` on a bundled dataset, offline), ``account`` (privacy
-accounting) and ``audit`` (statistical auditing of a mechanism); ``dpkit --version``.
+report), ``demo`` (``describe`` on a bundled dataset, offline), ``sql`` (GoogleSQL's
+DP SELECT over files), ``account`` (privacy accounting) and ``audit`` (statistical
+auditing of a mechanism); ``dpkit --version``.
 Heavy parts (the Session, DuckDB, SciPy) load only when a command needs them, so
 ``dpkit --help`` is instant. Help texts are plain text (Typer prints docstrings as
 they are).
@@ -26,6 +27,7 @@ from dpkit.cli.account import account_app
 from dpkit.cli.audit import audit_command
 from dpkit.cli.describe import budget_from_options, describe_command, summarise
 from dpkit.cli.reliability import reliability_app
+from dpkit.cli.sql import sql_command
 from dpkit.errors import DPError
 
 if TYPE_CHECKING:
@@ -43,6 +45,7 @@ app = typer.Typer(
 # Under --json, their command-line errors come out as JSON too (cli/_output.py).
 app.command("describe", cls=JsonErrorsCommand)(describe_command)
 app.command("audit")(audit_command)
+app.command("sql", cls=JsonErrorsCommand)(sql_command)
 app.add_typer(account_app, name="account")
 app.add_typer(reliability_app, name="reliability")
 
