@@ -1,0 +1,941 @@
+"""TPC-H in SQL with differential privacy: dpkit's ``Session.sql`` against plain DuckDB,
+SmartNoise SQL and Qrlew, per query.
+
+The queries of TPC-H that have a DP form (Q1, Q3, Q5, Q6, Q10, Q12, Q14; Q13 and Q18
+are listed as not expressible, with the reason), written three times: in dpkit's
+GoogleSQL DP dialect, in plain DuckDB SQL (the truth and the time floor), and in each
+peer's dialect where the peer has one for it. Per query the script reports
+
+* dpkit's time for ``session.sql(text)`` against the same non-private query in DuckDB,
+  on the same machine, over the same tables held in memory (the ratio; goal: at most 3),
+  and the time to open the Session once (copying the private tables in);
+* the median relative error of every system over (group, statistic) cells, pooled over
+  ``--runs`` runs at the same epsilon: ``|released - true| / |true|`` over the cells
+  whose true value is non-zero; a group the system did not release counts as error 1
+  (answer 0). Released groups whose true value is 0 (public keys with no rows) are not
+  in the median; the table counts them separately;
+* the queries a peer cannot run, with its own error message.
+
+Data
+----
+TPC-H at scale factor ``--scale`` from ``tpchgen-cli`` (PyPI, a Rust port of dbgen;
+``pip install tpchgen-cli``; DuckDB's ``tpch`` extension would need a download this
+workplace cannot make), written once to ``--data`` (default ``/tmp/tpch``) as Parquet.
+The privacy unit is the customer. TPC-H's ``lineitem`` has no customer column, so the
+curator attaches it once, offline: ``lineitem.l_custkey`` is ``orders.o_custkey`` of the
+line's order (every private table must carry the unit; this is the data owner's step,
+not the analyst's). DECIMAL columns are stored as DOUBLE (SmartNoise and Qrlew read
+floats). ``orders``, ``lineitem`` and ``customer`` are private; ``nation``, ``region``,
+``part`` and ``supplier`` are public reference data (not persons), and three small
+public key tables come from TPC-H's specification, not from the data: ``flags`` (the
+6 pairs of l_returnflag in {A, N, R} and l_linestatus in {F, O}), ``shipmodes`` (the 7
+ship modes) and ``nations`` is ``nation`` itself.
+
+Privacy parameters
+------------------
+epsilon = 1 per query for every system. dpkit uses pure DP where the group keys are
+public (public tables) and ``delta = 1e-6`` where it selects keys privately (Q3).
+SmartNoise and Qrlew have no public key sets: they release the groups that pass a noisy
+threshold, so they run with ``delta = 1e-6`` throughout. The contribution bounds (per
+customer: at most ``g`` groups and ``r`` rows per group; clamping bounds per value) are
+public choices made from TPC-H's generator rules (a customer has at most ~40 orders of
+at most 7 lines), the same for all: SmartNoise's ``max_ids`` (rows per customer in the
+table) and Qrlew's ``max_multiplicity`` are ``g * r``; Qrlew's
+``max_privacy_unit_groups`` is ``g``.
+
+Peer environments (they pin other pandas/numpy versions; outside the repository)::
+
+    python3.11 -m venv /tmp/peer-venvs/smartnoise
+    /tmp/peer-venvs/smartnoise/bin/pip install smartnoise-sql pyarrow
+    python3.11 -m venv /tmp/peer-venvs/qrlew
+    /tmp/peer-venvs/qrlew/bin/pip install pyqrlew duckdb pyarrow
+
+Each peer runs in a subprocess of its venv (as ``bench_session_peers.py``), reading the
+same Parquet files. SmartNoise runs on its pandas reader (it loads the table into an
+in-memory SQLite database, included in its time); Qrlew rewrites the query into SQL
+that DuckDB runs over the same tables (its schema comes from an empty SQLite copy of
+the tables' schema with the clamping bounds declared, never from the data).
+
+Run: ``python benchmarks/tpch_sql.py --scale 0.1 --quick`` (a few minutes) or
+``python benchmarks/tpch_sql.py --scale 1`` (results in ``benchmarks/results/tpch_sql.md``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+VENVS = Path(os.environ.get("PEER_VENVS", "/tmp/peer-venvs"))
+RESULTS = Path(__file__).resolve().parent / "results" / "tpch_sql.md"
+EPSILON = 1.0
+DELTA = 1e-6
+PRIVATE = {"lineitem": "l_custkey", "orders": "o_custkey", "customer": "c_custkey"}
+PUBLIC = ("nation", "region", "part", "supplier", "flags", "shipmodes")
+SHIPMODES = ("AIR", "FOB", "MAIL", "RAIL", "REG AIR", "SHIP", "TRUCK")
+
+# Clamping bounds (public: TPC-H's generator rules). Quantity 1..50; retail price at
+# most ~2,100, so an extended price at most 105,000; discount 0..0.10; tax 0..0.08.
+QTY = "(0, 50)"
+PRICE = "(0, 105000)"
+DISC = "(0, 0.1)"
+CHARGE = "(0, 113400)"
+
+
+@dataclass(frozen=True)
+class Bounds:
+    groups: int  # groups per customer
+    rows: int  # rows per customer and group
+
+    @property
+    def total(self) -> int:
+        return self.groups * self.rows
+
+
+@dataclass
+class TpchQuery:
+    """One query in every dialect (None: that system cannot express it; the reason)."""
+
+    name: str
+    title: str
+    truth: str  # plain DuckDB SQL: the same query, non-private
+    groups: tuple[str, ...]  # group columns of the output
+    values: tuple[str, ...]  # the released statistics compared
+    bounds: Bounds
+    dpkit: str | None = None
+    smartnoise: str | None = None  # table.column names are SmartNoise's tpch.<table>
+    smartnoise_table: str = "lineitem"
+    qrlew: str | None = None
+    gap: str = ""  # why dpkit's grammar cannot express the original query
+    note: str = ""  # how the DP form differs from TPC-H's text
+    # Post-processing of released rows (same for truth and every system), e.g. Q14's ratio.
+    post: str | None = None
+
+
+TABLE_OF_PREFIX = {
+    "l": "lineitem",
+    "o": "orders",
+    "c": "customer",
+    "s": "supplier",
+    "n": "nation",
+    "r": "region",
+    "p": "part",
+}
+
+
+def qualify(text: str) -> str:
+    """The columns of ON clauses qualified by their table (dpkit's ON wants both sides
+    qualified; the column prefixes of TPC-H name the table)."""
+    import re
+
+    def one(match: re.Match[str]) -> str:
+        left, right = match.group(1), match.group(2)
+        return (
+            f"{TABLE_OF_PREFIX[left[0]]}.{left} = {TABLE_OF_PREFIX[right[0]]}.{right}"
+        )
+
+    return re.sub(r"\b([a-z]_[a-z]+) = ([a-z]_[a-z]+)\b", one, text)
+
+
+def _dp(options: str) -> str:
+    return f"SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = {EPSILON:g}, {options})"
+
+
+Q1_FILTER = "l_shipdate <= DATE '1998-09-02'"
+Q1_AGGS_SQL = """
+    SUM(l_quantity) AS sum_qty,
+    SUM(l_extendedprice) AS sum_base_price,
+    SUM(l_extendedprice * (1 - l_discount)) AS sum_disc_price,
+    SUM(l_extendedprice * (1 - l_discount) * (1 + l_tax)) AS sum_charge,
+    AVG(l_quantity) AS avg_qty,
+    AVG(l_extendedprice) AS avg_price,
+    AVG(l_discount) AS avg_disc,
+    COUNT(*) AS count_order"""
+Q1A_AGGS_SQL = """
+    SUM(l_quantity) AS sum_qty,
+    SUM(l_extendedprice) AS sum_base_price,
+    AVG(l_quantity) AS avg_qty,
+    AVG(l_extendedprice) AS avg_price,
+    AVG(l_discount) AS avg_disc,
+    COUNT(*) AS count_order"""
+REVENUE = "l_extendedprice * (1 - l_discount)"
+
+
+def queries() -> list[TpchQuery]:
+    b1 = Bounds(4, 40)
+    q1 = TpchQuery(
+        "Q1",
+        "pricing summary report",
+        truth=f"SELECT l_returnflag, l_linestatus, {Q1_AGGS_SQL} FROM lineitem "
+        f"WHERE {Q1_FILTER} GROUP BY l_returnflag, l_linestatus",
+        groups=("l_returnflag", "l_linestatus"),
+        values=(
+            "sum_qty",
+            "sum_base_price",
+            "sum_disc_price",
+            "sum_charge",
+            "avg_qty",
+            "avg_price",
+            "avg_disc",
+            "count_order",
+        ),
+        bounds=b1,
+        dpkit=_dp(f"max_groups_contributed = {b1.groups}, max_rows_contributed = {b1.rows}, "
+                  "group_keys = 'flags'")
+        + f"""
+    l_returnflag, l_linestatus,
+    SUM(l_quantity, contribution_bounds_per_row => {QTY}) AS sum_qty,
+    SUM(l_extendedprice, contribution_bounds_per_row => {PRICE}) AS sum_base_price,
+    SUM({REVENUE}, contribution_bounds_per_row => {PRICE}) AS sum_disc_price,
+    SUM({REVENUE} * (1 + l_tax), contribution_bounds_per_row => {CHARGE}) AS sum_charge,
+    AVG(l_quantity, contribution_bounds_per_row => {QTY}) AS avg_qty,
+    AVG(l_extendedprice, contribution_bounds_per_row => {PRICE}) AS avg_price,
+    AVG(l_discount, contribution_bounds_per_row => {DISC}) AS avg_disc,
+    COUNT(*) AS count_order
+FROM lineitem WHERE {Q1_FILTER}
+GROUP BY l_returnflag, l_linestatus ORDER BY l_returnflag, l_linestatus""",
+        smartnoise=f"SELECT l_returnflag, l_linestatus, {Q1_AGGS_SQL} FROM tpch.lineitem "
+        "WHERE l_shipdate <= '1998-09-02' GROUP BY l_returnflag, l_linestatus",
+        qrlew=f"SELECT l_returnflag, l_linestatus, {Q1_AGGS_SQL} FROM lineitem "
+        "WHERE l_shipdate <= '1998-09-02' GROUP BY l_returnflag, l_linestatus",
+    )
+    q1a = TpchQuery(
+        "Q1a",
+        "Q1 without its sums of expressions (common ground)",
+        truth=f"SELECT l_returnflag, l_linestatus, {Q1A_AGGS_SQL} FROM lineitem "
+        f"WHERE {Q1_FILTER} GROUP BY l_returnflag, l_linestatus",
+        groups=("l_returnflag", "l_linestatus"),
+        values=("sum_qty", "sum_base_price", "avg_qty", "avg_price", "avg_disc", "count_order"),
+        bounds=b1,
+        dpkit=_dp(f"max_groups_contributed = {b1.groups}, max_rows_contributed = {b1.rows}, "
+                  "group_keys = 'flags'")
+        + f"""
+    l_returnflag, l_linestatus,
+    SUM(l_quantity, contribution_bounds_per_row => {QTY}) AS sum_qty,
+    SUM(l_extendedprice, contribution_bounds_per_row => {PRICE}) AS sum_base_price,
+    AVG(l_quantity, contribution_bounds_per_row => {QTY}) AS avg_qty,
+    AVG(l_extendedprice, contribution_bounds_per_row => {PRICE}) AS avg_price,
+    AVG(l_discount, contribution_bounds_per_row => {DISC}) AS avg_disc,
+    COUNT(*) AS count_order
+FROM lineitem WHERE {Q1_FILTER} GROUP BY l_returnflag, l_linestatus""",
+        smartnoise=f"SELECT l_returnflag, l_linestatus, {Q1A_AGGS_SQL} FROM tpch.lineitem "
+        "WHERE l_shipdate <= '1998-09-02' GROUP BY l_returnflag, l_linestatus",
+        qrlew=f"SELECT l_returnflag, l_linestatus, {Q1A_AGGS_SQL} FROM lineitem "
+        "WHERE l_shipdate <= '1998-09-02' GROUP BY l_returnflag, l_linestatus",
+        note="not a TPC-H query: Q1 with the aggregates SmartNoise can run",
+    )
+    b3 = Bounds(2, 7)
+    q3_from = (
+        "FROM lineitem JOIN orders ON l_orderkey = o_orderkey "
+        "JOIN customer ON l_custkey = c_custkey "
+    )
+    q3 = TpchQuery(
+        "Q3",
+        "shipping priority, per order date",
+        truth=f"SELECT o_orderdate, SUM({REVENUE}) AS revenue {q3_from}"
+        "WHERE c_mktsegment = 'BUILDING' AND o_orderdate < DATE '1995-03-15' "
+        "AND l_shipdate > DATE '1995-03-15' GROUP BY o_orderdate",
+        groups=("o_orderdate",),
+        values=("revenue",),
+        bounds=b3,
+        dpkit=_dp(
+            f"delta = {DELTA:g}, max_groups_contributed = {b3.groups}, "
+            f"max_rows_contributed = {b3.rows}, join_truncate = 1"
+        )
+        + f"""
+    o_orderdate, SUM({REVENUE}, contribution_bounds_per_row => {PRICE}) AS revenue
+{qualify(q3_from)}
+WHERE c_mktsegment = 'BUILDING' AND o_orderdate < DATE '1995-03-15'
+  AND l_shipdate > DATE '1995-03-15'
+GROUP BY o_orderdate""",
+        qrlew=f"SELECT o_orderdate, SUM({REVENUE}) AS revenue {q3_from}"
+        "WHERE c_mktsegment = 'BUILDING' AND o_orderdate < '1995-03-15' "
+        "AND l_shipdate > '1995-03-15' GROUP BY o_orderdate",
+        smartnoise=None,
+        note="TPC-H groups by l_orderkey (one customer per group: nothing a DP release "
+        "can show) and keeps the top 10; the DP form groups by o_orderdate (keys selected "
+        "privately), all groups",
+    )
+    b5 = Bounds(1, 10)
+    q5_from = (
+        "FROM lineitem JOIN orders ON l_orderkey = o_orderkey "
+        "JOIN customer ON l_custkey = c_custkey "
+        "JOIN supplier ON l_suppkey = s_suppkey AND c_nationkey = s_nationkey "
+        "JOIN nation ON s_nationkey = n_nationkey "
+        "JOIN region ON n_regionkey = r_regionkey "
+    )
+    # dpkit drops a joined table's key columns (s_nationkey after the supplier join),
+    # so nation joins on the customer's nation key, equal to it by the ON above.
+    q5_from_dp = qualify(q5_from).replace("supplier.s_nationkey = nation", "customer.c_nationkey = nation")
+    q5_where = (
+        "WHERE r_name = 'ASIA' AND o_orderdate >= DATE '1994-01-01' "
+        "AND o_orderdate < DATE '1995-01-01' "
+    )
+    q5 = TpchQuery(
+        "Q5",
+        "local supplier volume",
+        truth=f"SELECT n_name, SUM({REVENUE}) AS revenue {q5_from}{q5_where}GROUP BY n_name",
+        groups=("n_name",),
+        values=("revenue",),
+        bounds=b5,
+        dpkit=_dp(
+            f"max_groups_contributed = {b5.groups}, max_rows_contributed = {b5.rows}, "
+            "join_truncate = 1"
+        )
+        + f"""
+    n_name, SUM({REVENUE}, contribution_bounds_per_row => {PRICE}) AS revenue
+{q5_from_dp}
+{q5_where}
+GROUP BY n_name ORDER BY revenue DESC""",
+        qrlew=f"SELECT n_name, SUM({REVENUE}) AS revenue {q5_from}"
+        + q5_where.replace("DATE ", "")
+        + "GROUP BY n_name",
+        note="keys: the 25 nations (public); 20 are outside ASIA (true revenue 0)",
+    )
+    b6 = Bounds(1, 10)
+    q6_where = (
+        "WHERE l_shipdate >= DATE '1994-01-01' AND l_shipdate < DATE '1995-01-01' "
+        "AND l_discount BETWEEN 0.05 AND 0.07 AND l_quantity < 24"
+    )
+    q6 = TpchQuery(
+        "Q6",
+        "forecasting revenue change",
+        truth=f"SELECT SUM(l_extendedprice * l_discount) AS revenue FROM lineitem {q6_where}",
+        groups=(),
+        values=("revenue",),
+        bounds=b6,
+        dpkit=_dp(f"max_rows_contributed = {b6.rows}")
+        + f"""
+    SUM(l_extendedprice * l_discount, contribution_bounds_per_row => (0, 10500)) AS revenue
+FROM lineitem {q6_where}""",
+        smartnoise="SELECT SUM(l_extendedprice * l_discount) AS revenue FROM tpch.lineitem "
+        + q6_where.replace("DATE ", ""),
+        qrlew="SELECT SUM(l_extendedprice * l_discount) AS revenue FROM lineitem "
+        + q6_where.replace("DATE ", ""),
+    )
+    b10 = Bounds(1, 10)
+    q10_from = (
+        "FROM lineitem JOIN orders ON l_orderkey = o_orderkey "
+        "JOIN customer ON l_custkey = c_custkey "
+        "JOIN nation ON c_nationkey = n_nationkey "
+    )
+    q10_where = (
+        "WHERE o_orderdate >= DATE '1993-10-01' AND o_orderdate < DATE '1994-01-01' "
+        "AND l_returnflag = 'R' "
+    )
+    q10 = TpchQuery(
+        "Q10",
+        "returned item reporting, per nation",
+        truth=f"SELECT n_name, SUM({REVENUE}) AS revenue {q10_from}{q10_where}GROUP BY n_name",
+        groups=("n_name",),
+        values=("revenue",),
+        bounds=b10,
+        dpkit=_dp(
+            f"max_groups_contributed = {b10.groups}, max_rows_contributed = {b10.rows}, "
+            "join_truncate = 1"
+        )
+        + f"""
+    n_name, SUM({REVENUE}, contribution_bounds_per_row => {PRICE}) AS revenue
+{qualify(q10_from)}
+{q10_where}
+GROUP BY n_name ORDER BY revenue DESC""",
+        qrlew=f"SELECT n_name, SUM({REVENUE}) AS revenue {q10_from}"
+        + q10_where.replace("DATE ", "")
+        + "GROUP BY n_name",
+        note="TPC-H lists the top 20 customers (one customer per group); the DP form "
+        "groups by the customer's nation",
+    )
+    b12 = Bounds(2, 10)
+    q12_where = (
+        "WHERE l_shipmode IN ('MAIL', 'SHIP') AND l_commitdate < l_receiptdate "
+        "AND l_shipdate < l_commitdate AND l_receiptdate >= DATE '1994-01-01' "
+        "AND l_receiptdate < DATE '1995-01-01' "
+    )
+    high = "CASE WHEN o_orderpriority = '1-URGENT' OR o_orderpriority = '2-HIGH' THEN 1 ELSE 0 END"
+    low = (
+        "CASE WHEN o_orderpriority <> '1-URGENT' AND o_orderpriority <> '2-HIGH' "
+        "THEN 1 ELSE 0 END"
+    )
+    q12_from = "FROM lineitem JOIN orders ON l_orderkey = o_orderkey "
+    q12 = TpchQuery(
+        "Q12",
+        "shipping modes and order priority",
+        truth=f"SELECT l_shipmode, SUM({high}) AS high_line_count, SUM({low}) AS "
+        f"low_line_count {q12_from}{q12_where}GROUP BY l_shipmode",
+        groups=("l_shipmode",),
+        values=("high_line_count", "low_line_count"),
+        bounds=b12,
+        dpkit=_dp(
+            f"max_groups_contributed = {b12.groups}, max_rows_contributed = {b12.rows}, "
+            "join_truncate = 1, group_keys = 'shipmodes'"
+        )
+        + f"""
+    l_shipmode,
+    SUM({high}, contribution_bounds_per_row => (0, 1)) AS high_line_count,
+    SUM({low}, contribution_bounds_per_row => (0, 1)) AS low_line_count
+{qualify(q12_from)}
+{q12_where}
+GROUP BY l_shipmode ORDER BY l_shipmode""",
+        qrlew=f"SELECT l_shipmode, SUM({high}) AS high_line_count, SUM({low}) AS "
+        f"low_line_count {q12_from}" + q12_where.replace("DATE ", "") + "GROUP BY l_shipmode",
+        note="keys: the 7 ship modes (public); 5 are filtered out (true count 0)",
+    )
+    b14 = Bounds(1, 10)
+    promo = f"CASE WHEN p_type LIKE 'PROMO%' THEN {REVENUE} ELSE 0 END"
+    q14_where = "WHERE l_shipdate >= DATE '1995-09-01' AND l_shipdate < DATE '1995-10-01'"
+    q14 = TpchQuery(
+        "Q14",
+        "promotion effect",
+        truth=f"SELECT SUM({promo}) AS promo, SUM({REVENUE}) AS revenue "
+        f"FROM lineitem JOIN part ON l_partkey = p_partkey {q14_where}",
+        groups=(),
+        values=("promo_revenue",),
+        bounds=b14,
+        dpkit=_dp(f"max_rows_contributed = {b14.rows}")
+        + f"""
+    SUM({promo}, contribution_bounds_per_row => {PRICE}) AS promo,
+    SUM({REVENUE}, contribution_bounds_per_row => {PRICE}) AS revenue
+{qualify('FROM lineitem JOIN part ON l_partkey = p_partkey')}
+{q14_where}""",
+        qrlew=f"SELECT SUM({promo}) AS promo, SUM({REVENUE}) AS revenue "
+        "FROM lineitem JOIN part ON l_partkey = p_partkey " + q14_where.replace("DATE ", ""),
+        post="promo_revenue = 100 * promo / revenue",
+        gap="an expression of aggregates (100 * SUM(..) / SUM(..)) is not a SELECT item: "
+        "the two sums are released and divided afterwards (post-processing)",
+    )
+    q13 = TpchQuery(
+        "Q13",
+        "customer distribution",
+        truth="",
+        groups=(),
+        values=(),
+        bounds=Bounds(1, 1),
+        gap="a histogram of a per-customer aggregate: FROM (SELECT c_custkey, COUNT(o_orderkey) "
+        "... GROUP BY c_custkey) GROUP BY c_count needs a subquery in FROM (refused: 'a "
+        "subquery would read a private table row by row')",
+    )
+    q18 = TpchQuery(
+        "Q18",
+        "large volume customer",
+        truth="",
+        groups=(),
+        values=(),
+        bounds=Bounds(1, 1),
+        gap="WHERE o_orderkey IN (SELECT l_orderkey ... GROUP BY l_orderkey HAVING "
+        "SUM(l_quantity) > 300) is a subquery with HAVING, and the output is one row per "
+        "customer and order (no DP form releases it)",
+    )
+    return [q1, q1a, q3, q5, q6, q10, q12, q14, q13, q18]
+
+
+# --- data --------------------------------------------------------------------------
+
+
+def tpchgen() -> str:
+    found = os.environ.get("TPCHGEN") or shutil.which("tpchgen-cli")
+    if found:
+        return found
+    for candidate in (Path(sys.executable).parent / "tpchgen-cli", Path("/tmp/tpchgen-venv/bin/tpchgen-cli")):
+        if candidate.exists():
+            return str(candidate)
+    raise SystemExit(
+        "tpchgen-cli not found: pip install tpchgen-cli (in any venv) and put it on PATH, "
+        "or set TPCHGEN to its path."
+    )
+
+
+def prepare(data: Path, scale: float) -> Path:
+    """The curated tables for ``scale`` under ``data/sf<scale>`` (made once)."""
+    import duckdb
+
+    out = data / f"sf{scale:g}"
+    if (out / "done").exists():
+        return out
+    raw = data / f"raw-sf{scale:g}"
+    if not (raw / "lineitem.parquet").exists():
+        raw.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            [tpchgen(), "parquet", "-s", f"{scale:g}", f"--output-dir={raw}"], check=True
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    con = duckdb.connect()
+
+    def columns(table: str) -> str:
+        described = con.sql(f"DESCRIBE SELECT * FROM '{raw}/{table}.parquet'").fetchall()
+        return ", ".join(
+            f"CAST({c} AS DOUBLE) AS {c}" if kind.startswith("DECIMAL") else c
+            for c, kind, *_ in described
+        )
+
+    for table in ("orders", "customer", "nation", "region", "part", "supplier"):
+        con.sql(
+            f"COPY (SELECT {columns(table)} FROM '{raw}/{table}.parquet') "
+            f"TO '{out}/{table}.parquet'"
+        )
+    # The curator's step: attach the privacy unit (the order's customer) to each line.
+    con.sql(
+        f"COPY (SELECT {columns('lineitem')}, o.o_custkey AS l_custkey "
+        f"FROM '{raw}/lineitem.parquet' JOIN '{raw}/orders.parquet' o "
+        f"ON l_orderkey = o.o_orderkey ORDER BY l_orderkey, l_linenumber) "
+        f"TO '{out}/lineitem.parquet'"
+    )
+    # Public key tables from TPC-H's specification (not read from the data).
+    con.sql(
+        "COPY (SELECT f AS l_returnflag, s AS l_linestatus FROM (VALUES ('A'), ('N'), ('R')) "
+        "a(f), (VALUES ('F'), ('O')) b(s) ORDER BY ALL) "
+        f"TO '{out}/flags.parquet'"
+    )
+    modes = ", ".join(f"('{m}')" for m in SHIPMODES)
+    con.sql(
+        f"COPY (SELECT m AS l_shipmode FROM (VALUES {modes}) t(m)) TO '{out}/shipmodes.parquet'"
+    )
+    (out / "done").write_text("ok\n")
+    return out
+
+
+# --- error ---------------------------------------------------------------------------
+
+
+def _post(rows: list[dict[str, Any]], post: str | None) -> list[dict[str, Any]]:
+    if post is None:
+        return rows
+    target, expression = (s.strip() for s in post.split("="))
+    for row in rows:
+        promo, revenue = row.get("promo"), row.get("revenue")
+        ok = promo is not None and revenue not in (None, 0)
+        row[target] = 100.0 * float(promo) / float(revenue) if ok else None
+        del expression
+        expression = ""
+    return rows
+
+
+def _key(row: dict[str, Any], groups: tuple[str, ...]) -> tuple[str, ...]:
+    """Group keys as text; dates as YYYY-MM-DD whatever type or JSON form they came in."""
+    import re
+
+    out = []
+    for g in groups:
+        text = str(row.get(g))
+        if re.match(r"\d{4}-\d{2}-\d{2}", text):
+            text = text[:10]
+        out.append(text)
+    return tuple(out)
+
+
+def cell_errors(
+    truth: list[dict[str, Any]], released: list[dict[str, Any]], query: TpchQuery
+) -> tuple[list[float], int, int]:
+    """Relative errors of the cells with a non-zero true value (a missing group: 1),
+    the number of groups released, and how many of those have no true row."""
+    true_rows = {_key(r, query.groups): r for r in truth}
+    out_rows = {_key(r, query.groups): r for r in released}
+    errors = []
+    for key, row in true_rows.items():
+        for value in query.values:
+            t = row.get(value)
+            if t is None or float(t) == 0.0:
+                continue
+            got = out_rows.get(key, {}).get(value)
+            if got is None or got != got:  # missing group or NaN
+                errors.append(1.0)
+            else:
+                errors.append(abs(float(got) - float(t)) / abs(float(t)))
+    empty = sum(
+        1
+        for key in out_rows
+        if key not in true_rows
+        or all(true_rows[key].get(v) in (None, 0, 0.0) for v in query.values)
+    )
+    return errors, len(out_rows), empty
+
+
+# --- dpkit and DuckDB (this interpreter) ---------------------------------------------
+
+
+def _rows(frame: Any, names: tuple[str, ...]) -> list[dict[str, Any]]:
+    records = frame.to_dict("records")
+    return [{k: r.get(k) for k in names if k in r} for r in records]
+
+
+def run_dpkit(
+    directory: Path, todo: list[TpchQuery], runs: int, truth: dict[str, list[dict[str, Any]]]
+) -> tuple[dict[str, Any], float]:
+    import duckdb
+
+    import dpkit as dp
+
+    start = time.perf_counter()
+    session = dp.Session.from_tables(
+        {t: str(directory / f"{t}.parquet") for t in PRIVATE},
+        privacy_unit=PRIVATE,
+        public={t: str(directory / f"{t}.parquet") for t in PUBLIC},
+        budget=dp.ApproxDP(1e6, 1e-2),
+    )
+    opened = time.perf_counter() - start
+    plain = duckdb.connect()
+    for t in (*PRIVATE, *PUBLIC):
+        plain.execute(f"CREATE TABLE {t} AS SELECT * FROM '{directory}/{t}.parquet'")
+    out: dict[str, Any] = {}
+    for q in todo:
+        if q.dpkit is None:
+            continue
+        names = (*q.groups, *q.values, "promo", "revenue")
+        try:
+            plain.sql(q.truth).fetchall()  # warm-up
+            floor = []
+            for _ in range(max(runs, 3)):
+                t0 = time.perf_counter()
+                truth[q.name] = _post(_rows(plain.sql(q.truth).df(), names), q.post)
+                floor.append(time.perf_counter() - t0)
+            seconds, released = [], []
+            for _ in range(runs):
+                t0 = time.perf_counter()
+                result = session.sql(q.dpkit)
+                seconds.append(time.perf_counter() - t0)
+                released.append(_post(_rows(result.dataframe, names), q.post))
+            out[q.name] = {"seconds": seconds, "floor": floor, "released": released}
+        except Exception as err:  # noqa: BLE001 - a failure is a finding, reported
+            out[q.name] = {"error": f"{type(err).__name__}: {err}".splitlines()[0][:300]}
+    return out, opened
+
+
+# --- peers (subprocesses) ------------------------------------------------------------
+
+SMARTNOISE = """
+import json, sys, time, traceback
+import pandas as pd, pyarrow.parquet as pq
+import snsql
+spec = json.loads(sys.argv[1])
+out = {}
+frames = {}
+for q in spec["queries"]:
+    name, table, bounds = q["name"], q["table"], q["bounds"]
+    try:
+        if table not in frames:
+            frames[table] = pq.read_table(spec["dir"] + "/" + table + ".parquet").to_pandas()
+        df = frames[table]
+        columns = {}
+        for c, kind in zip(df.columns, df.dtypes):
+            k = str(kind)
+            if c == spec["units"][table]:
+                columns[c] = {"type": "int", "private_id": True}
+            elif k.startswith("int"):
+                columns[c] = {"type": "int"}
+            elif k.startswith("float"):
+                low, high = spec["ranges"].get(c, (0.0, 1e6))
+                columns[c] = {"type": "float", "lower": low, "upper": high}
+            else:
+                columns[c] = {"type": "string"}
+        meta = {"tpch": {"tpch": {table: {
+            "max_ids": bounds, "row_privacy": False, "censor_dims": True,
+            "sample_max_ids": True, **columns}}}}
+        privacy = snsql.Privacy(epsilon=spec["epsilon"], delta=spec["delta"])
+        t0 = time.perf_counter()
+        reader = snsql.from_df(df, privacy=privacy, metadata=meta)
+        setup = time.perf_counter() - t0
+        runs, seconds = [], []
+        for _ in range(spec["runs"]):
+            t0 = time.perf_counter()
+            res = reader.execute_df(q["sql"])
+            seconds.append(time.perf_counter() - t0)
+            runs.append(json.loads(res.to_json(orient="records", date_format="iso")))
+        out[name] = {"released": runs, "seconds": seconds, "setup": setup}
+    except Exception as err:
+        out[name] = {"error": (type(err).__name__ + ": " + str(err)).splitlines()[0][:300]}
+print("@@" + json.dumps(out))
+"""
+
+QRLEW = """
+import json, sys, time
+import duckdb, sqlalchemy as sa, pyqrlew as qrl
+spec = json.loads(sys.argv[1])
+con = duckdb.connect()
+kinds = {"BIGINT": "INTEGER", "INTEGER": "INTEGER", "DOUBLE": "REAL", "VARCHAR": "TEXT",
+         "DATE": "DATE"}
+engine = sa.create_engine("sqlite://")
+t0 = time.perf_counter()
+with engine.begin() as c:
+    for t in spec["tables"]:
+        con.execute(f"CREATE TABLE {t} AS SELECT * FROM '{spec['dir']}/{t}.parquet'")
+        cols = con.execute(f"DESCRIBE {t}").fetchall()
+        c.exec_driver_sql(f"CREATE TABLE {t} (" + ", ".join(
+            f"{n} {kinds[k]}" for n, k, *_ in cols) + ")")
+loaded = time.perf_counter() - t0
+dataset = qrl.Dataset.from_database("tpch", engine)
+for table, column, low, high in spec["ranges"]:
+    dataset = dataset.with_range(None, table, column, low, high)
+unit = [(t, [], c) for t, c in spec["units"].items()]
+unit += [(t, [], "_PUBLIC_") for t in spec["tables"] if t not in spec["units"]]
+out = {}
+for q in spec["queries"]:
+    try:
+        runs, seconds = [], []
+        for _ in range(spec["runs"]):
+            t0 = time.perf_counter()
+            relation = dataset.relation(q["sql"])
+            dp = relation.rewrite_with_differential_privacy(
+                dataset, unit, {"epsilon": spec["epsilon"], "delta": spec["delta"]},
+                max_multiplicity=float(q["bounds"]), max_privacy_unit_groups=q["groups"])
+            sql = dp.relation().to_query()
+            frame = con.execute(sql).df()
+            seconds.append(time.perf_counter() - t0)
+            runs.append(json.loads(frame.to_json(orient="records", date_format="iso")))
+        out[q["name"]] = {"released": runs, "seconds": seconds, "setup": loaded}
+    except BaseException as err:  # a Rust panic is a BaseException
+        if isinstance(err, KeyboardInterrupt):
+            raise
+        out[q["name"]] = {"error": (type(err).__name__ + ": " + str(err)).splitlines()[0][:300]}
+print("@@" + json.dumps(out))
+"""
+
+RANGES = {
+    "l_quantity": (0.0, 50.0),
+    "l_extendedprice": (0.0, 105000.0),
+    "l_discount": (0.0, 0.1),
+    "l_tax": (0.0, 0.08),
+    "o_totalprice": (0.0, 600000.0),
+    "c_acctbal": (-1000.0, 10000.0),
+}
+
+
+def run_peer(
+    name: str, directory: Path, todo: list[TpchQuery], runs: int, timeout: float
+) -> dict[str, Any]:
+    python = VENVS / name / "bin" / "python"
+    if not python.exists():
+        return {q.name: {"error": f"no venv at {python} (see the docstring)"} for q in todo}
+    if name == "smartnoise":
+        spec = {
+            "dir": str(directory),
+            "epsilon": EPSILON,
+            "delta": DELTA,
+            "runs": runs,
+            "units": PRIVATE,
+            "ranges": RANGES,
+            "queries": [
+                {"name": q.name, "sql": q.smartnoise, "table": q.smartnoise_table,
+                 "bounds": q.bounds.total}
+                for q in todo
+                if q.smartnoise
+            ],
+        }
+        code = SMARTNOISE
+    else:
+        table_of = {"l": "lineitem", "o": "orders", "c": "customer"}
+        spec = {
+            "dir": str(directory),
+            "epsilon": EPSILON,
+            "delta": DELTA,
+            "runs": runs,
+            "units": PRIVATE,
+            "tables": [*PRIVATE, *PUBLIC],
+            "ranges": [(table_of[c[0]], c, lo, hi) for c, (lo, hi) in RANGES.items()],
+            "queries": [
+                {"name": q.name, "sql": q.qrlew, "bounds": q.bounds.total,
+                 "groups": q.bounds.groups}
+                for q in todo
+                if q.qrlew
+            ],
+        }
+        code = QRLEW
+    try:
+        done = subprocess.run(
+            [str(python), "-c", textwrap.dedent(code), json.dumps(spec)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        return {q.name: {"error": f"timed out after {timeout:.0f} s"} for q in todo}
+    marker = [line for line in done.stdout.splitlines() if line.startswith("@@")]
+    if not marker:
+        tail = " | ".join((done.stderr or done.stdout).strip().splitlines()[-3:])
+        return {q.name: {"error": f"peer process failed: {tail[:300]}"} for q in todo}
+    return json.loads(marker[-1][2:])
+
+
+# --- report --------------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    query: TpchQuery
+    cells: dict[str, str] = field(default_factory=dict)
+
+
+def summarize(
+    q: TpchQuery, truth: list[dict[str, Any]], result: dict[str, Any] | None
+) -> tuple[str, float | None]:
+    if result is None:
+        return "not expressible", None
+    if "error" in result:
+        return "cannot run", None
+    errors: list[float] = []
+    released, empty = [], []
+    for rows in result["released"]:
+        e, n, z = cell_errors(truth, _post([dict(r) for r in rows], q.post), q)
+        errors += e
+        released.append(n)
+        empty.append(z)
+    if not errors:
+        return "no cells", None
+    median = statistics.median(errors)
+    groups = f"{statistics.median(released):g} groups"
+    if any(empty):
+        groups += f", {statistics.median(empty):g} with no rows"
+    return f"{median:.3g} ({groups})", median
+
+
+def uptime() -> str:
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return "unknown"
+
+
+def versions(python: Path, packages: list[str]) -> str:
+    code = (
+        "import importlib.metadata as m, sys\n"
+        f"for p in {packages!r}:\n"
+        "    try: print(p, m.version(p))\n"
+        "    except m.PackageNotFoundError: pass\n"
+        "print('python', sys.version.split()[0])\n"
+    )
+    if not python.exists():
+        return "absent"
+    out = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=60)
+    return ", ".join(out.stdout.strip().splitlines())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--data", type=Path, default=Path("/tmp/tpch"))
+    parser.add_argument("--runs", type=int, default=5, help="DP runs per query and system")
+    parser.add_argument("--quick", action="store_true", help="2 runs, shorter peer timeout")
+    parser.add_argument("--only", nargs="*", help="query names (Q1 Q6 ...)")
+    parser.add_argument("--peers", nargs="*", default=["smartnoise", "qrlew"])
+    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per peer")
+    parser.add_argument("--no-write", action="store_true")
+    args = parser.parse_args()
+    runs = 2 if args.quick else args.runs
+    timeout = min(args.timeout, 600.0) if args.quick else args.timeout
+
+    load_before = uptime()
+    start = time.perf_counter()
+    directory = prepare(args.data, args.scale)
+    print(f"data: {directory} ({time.perf_counter() - start:.1f} s)", flush=True)
+    todo = [q for q in queries() if not args.only or q.name in args.only]
+    truth: dict[str, list[dict[str, Any]]] = {}
+    dpkit, opened = run_dpkit(directory, todo, runs, truth)
+    print(f"dpkit: Session opened in {opened:.1f} s", flush=True)
+    for name, result in dpkit.items():
+        print(f"  {name}: {result.get('error') or 'ok'}", flush=True)
+    peers: dict[str, dict[str, Any]] = {}
+    for peer in args.peers:
+        t0 = time.perf_counter()
+        peers[peer] = run_peer(peer, directory, todo, runs, timeout)
+        print(f"{peer}: {time.perf_counter() - t0:.1f} s", flush=True)
+        for name, result in peers[peer].items():
+            print(f"  {name}: {result.get('error') or 'ok'}", flush=True)
+
+    table = [
+        "| query | dpkit s | DuckDB s | × DuckDB | dpkit error | SmartNoise error "
+        "| Qrlew error |",
+        "|---|---:|---:|---:|---|---|---|",
+    ]
+    answered = {"dpkit": 0, "smartnoise": 0, "qrlew": 0}
+    failures: list[str] = []
+    notes: list[str] = []
+    for q in todo:
+        res = dpkit.get(q.name) if q.dpkit else None
+        if q.dpkit is None:
+            cells = ["", "", "", f"not expressible: {q.gap}"]
+        elif "error" in res:
+            cells = ["", "", "", "dpkit failed"]
+            failures.append(f"- {q.name}, dpkit: `{res['error']}`")
+        else:
+            seconds = statistics.median(res["seconds"])
+            floor = statistics.median(res["floor"])
+            text, _ = summarize(q, truth.get(q.name, []), res)
+            answered["dpkit"] += 1
+            cells = [f"{seconds:.3f}", f"{floor:.3f}", f"{seconds / floor:.1f}", text]
+        for peer in ("smartnoise", "qrlew"):
+            sql = q.smartnoise if peer == "smartnoise" else q.qrlew
+            got = peers.get(peer, {}).get(q.name)
+            if peer not in peers:
+                cells.append("not run")
+            elif q.dpkit is None:
+                cells.append("")
+            elif sql is None:
+                reason = "no JOIN" if peer == "smartnoise" else "not written"
+                cells.append(f"cannot run ({reason})")
+                failures.append(f"- {q.name}, {peer}: not attempted ({reason})")
+            elif got is None or "error" in got:
+                cells.append("cannot run")
+                failures.append(f"- {q.name}, {peer}: `{(got or {}).get('error', 'no result')}`")
+            else:
+                text, _ = summarize(q, truth.get(q.name, []), got)
+                answered[peer] += 1
+                cells.append(text)
+        table.append(f"| {q.name} {q.title} | " + " | ".join(cells) + " |")
+        if q.note or (q.gap and q.dpkit):
+            notes.append(f"- {q.name}: " + "; ".join(x for x in (q.note, q.gap) if x))
+    load_after = uptime()
+    header = [
+        f"# TPC-H in DP SQL: dpkit vs DuckDB, SmartNoise SQL, Qrlew (SF {args.scale:g})",
+        "",
+        f"{datetime.now(tz=UTC):%Y-%m-%d %H:%M} UTC; {platform.platform()}; "
+        f"{os.cpu_count()} CPUs. Produced by `python benchmarks/tpch_sql.py "
+        + " ".join(sys.argv[1:])
+        + f"`. Load before: `{load_before}`; after: `{load_after}`.",
+        "",
+        f"epsilon = {EPSILON:g} per query for every system ({runs} runs each); error: median "
+        "relative error over (group, statistic) cells with a non-zero true value, pooled "
+        "over runs (a group not released counts as 1). dpkit s: `session.sql` (the "
+        f"Session opened once, in {opened:.1f} s); DuckDB s: the same query, non-private, "
+        "over the same tables in memory.",
+        "",
+        *table,
+        "",
+        f"Queries answered: dpkit {answered['dpkit']}, SmartNoise {answered['smartnoise']}, "
+        f"Qrlew {answered['qrlew']} (of {sum(1 for q in todo if q.dpkit)} DP forms, "
+        f"{len(todo)} queries).",
+        "",
+        "How the DP forms differ from TPC-H:",
+        "",
+        *notes,
+        "",
+        "Failures (each system's own message):",
+        "",
+        *(failures or ["- none"]),
+        "",
+        "Versions:",
+        "",
+        f"- dpkit venv: {versions(Path(sys.executable), ['dpkit', 'duckdb', 'sqlglot'])}",
+        f"- smartnoise venv: {versions(VENVS / 'smartnoise/bin/python', ['smartnoise-sql', 'pandas', 'sqlalchemy'])}",
+        f"- qrlew venv: {versions(VENVS / 'qrlew/bin/python', ['pyqrlew', 'duckdb', 'sqlalchemy'])}",
+        "",
+    ]
+    text = "\n".join(header)
+    print()
+    print(text)
+    if not args.no_write:
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS.write_text(text, encoding="utf-8")
+        print(f"written to {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()
