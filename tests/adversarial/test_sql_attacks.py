@@ -32,8 +32,9 @@ from dpkit.errors import SqlError
 #: The secret the attacker wants: a value present in the private tables only.
 SECRET_ID = 987_654_321
 SECRET_AMOUNT = 31_337.25
-#: Refusals the threat model allows before the charge (SqlError is an InvalidParameter).
-REFUSALS = (dp.InvalidParameter, dp.DataError)
+#: Refusals the threat model allows before the charge (SqlError is an InvalidParameter;
+#: BudgetExceeded depends on public parameters only).
+REFUSALS = (dp.InvalidParameter, dp.DataError, dp.BudgetExceeded)
 DP = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, delta = 1e-6) "
 DP_KEYS = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, delta = 1e-6, group_keys = regions) "
 
@@ -286,7 +287,7 @@ def test_table_functions_and_qualified_names_in_from_and_join(source: str) -> No
 
 
 @pytest.mark.parametrize(
-    "source", ["read_csv('/etc/passwd')", "glob('/*')", "query_table('x')", "range(10)"]
+    "source", ["read_csv('/etc/passwd')", "read_json('x')", "query_table('x')", "range(10)"]
 )
 @pytest.mark.xfail(
     strict=True,
@@ -810,7 +811,7 @@ def test_odd_text_runs_or_is_a_clean_refusal(text: str) -> None:
     [
         "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1\n",
         "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS\n",
-        "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) COUNT(*) FROM data WHERE\n",
+        "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1,\n",
     ],
 )
 @pytest.mark.xfail(

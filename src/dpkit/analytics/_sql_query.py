@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dpkit.accounting.guarantees import ApproxDP, Guarantee, PureDP
+from dpkit.analytics._expr import validate_expression
 from dpkit.analytics._sql_clause import Clause, SqlError, position_of, split_clause
 from dpkit.analytics.query import KeySelection, KeySet, Query, TableKeys
 from dpkit.errors import DPError
@@ -199,7 +200,14 @@ class _Translator:
                 raise self.error(
                     "A subquery would read a table row by row; it is not allowed.", child
                 )
-        return str(node.sql(dialect="duckdb"))
+        rendered = str(node.sql(dialect="duckdb"))
+        known = {*self.schema, *(name for name, _ in self.derived)}
+        try:
+            # The builder's allowlist, checked now for a position (again at compile).
+            validate_expression(rendered, known, "SQL")
+        except DPError as err:
+            raise self.error(str(err), node) from None
+        return rendered
 
     def fresh(self, base: str) -> str:
         taken = {c.casefold() for c in self.schema} | {n.casefold() for n, _ in self.derived}
@@ -239,14 +247,14 @@ class _Translator:
         filters = [self.expression(where.this)] if where is not None else []
         groups = self.group_by(tree.args.get("group"))
         statement = SqlStatement(self.text, self.clause.explain, None, None)
-        aggregations: list[Callable[[Query], Query]] = []
+        aggregations: list[tuple[Any, Callable[[Query], Query]]] = []
         columns: list[str] = []
         for item in tree.expressions:
             alias = item.alias if isinstance(item, exp.Alias) else None
             node = item.this if isinstance(item, exp.Alias) else item
             if isinstance(node, exp.Anonymous) and node.name.upper() in _AGGREGATES:
                 name, add = self.aggregate(node, alias, statement)
-                aggregations.append(add)
+                aggregations.append((node, add))
                 columns.append(alias or name)
                 continue
             if isinstance(node, exp.Star):
@@ -264,8 +272,12 @@ class _Translator:
         if groups:
             query = query.group_by(*groups.values(), **self.keys(groups))
         query = self.bound(query, bool(groups))
-        for add in aggregations:
-            query = add(query)
+        for node, add in aggregations:
+            try:
+                query = add(query)
+            except DPError as err:  # a duplicate name, a bad level: the builder's words
+                message = str(err).replace("; pass name=.", ": give one another name (AS).")
+                raise self.error(message, node) from None
         statement.query = query
         statement.budget = self.budget()
         statement.confidence = self.confidence()
