@@ -74,7 +74,7 @@ class SqlError(InvalidParameter):
             before = text[:start]
             self.line = before.count("\n") + 1
             self.column = start - (before.rfind("\n") + 1) + 1
-            line_text = text.splitlines()[self.line - 1] if text.splitlines() else ""
+            line_text = text.split("\n")[self.line - 1]
             pointer = " " * (self.column - 1) + "^"
             message = (
                 f"{message} (line {self.line}, column {self.column})\n  {line_text}\n  {pointer}"

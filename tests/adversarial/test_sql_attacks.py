@@ -36,7 +36,8 @@ SECRET_AMOUNT = 31_337.25
 #: BudgetExceeded depends on public parameters only).
 REFUSALS = (dp.InvalidParameter, dp.DataError, dp.BudgetExceeded)
 DP = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, delta = 1e-6) "
-DP_KEYS = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, delta = 1e-6, group_keys = regions) "
+CHEAP = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.01, delta = 1e-9) "
+DP_KEYS = DP.replace("1e-6)", "1e-6, group_keys = regions)")
 
 
 # --------------------------------------------------------------------------- helpers
@@ -55,9 +56,9 @@ def visits(n: int = 4, region_of_first: str = "n") -> pd.DataFrame:
     regions = [region_of_first] + [("n", "s", "e", "w")[i % 4] for i in range(1, n)]
     return pd.DataFrame(
         {
-            "uid": [SECRET_ID] + list(range(1, n)),
+            "uid": [SECRET_ID, *range(1, n)],
             "region": regions,
-            "amount": [SECRET_AMOUNT] + [float(i) for i in range(1, n)],
+            "amount": [SECRET_AMOUNT, *(float(i) for i in range(1, n))],
         }
     )
 
@@ -176,7 +177,7 @@ SUBQUERIES = [
     DP + "COUNT(*) FROM data WHERE salary > (SELECT 1)",
     DP + "COUNT(*) FROM (SELECT * FROM data)",
     DP + "COUNT(*) FROM (SELECT * FROM data) AS d",
-    DP + "SUM(salary, contribution_bounds_per_row => (0, (SELECT MAX(salary) FROM data))) FROM data",
+    DP + "SUM(salary, contribution_bounds_per_row => (0, (SELECT MAX(age) FROM data))) FROM data",
     DP + "COUNT(*) FROM data GROUP BY (SELECT 1)",
     DP + "SUM((SELECT 1), contribution_bounds_per_row => (0, 1)) FROM data",
     DP + "COUNT(DISTINCT (SELECT uid FROM data LIMIT 1)) FROM data",
@@ -289,12 +290,9 @@ def test_table_functions_and_qualified_names_in_from_and_join(source: str) -> No
 @pytest.mark.parametrize(
     "source", ["read_csv('/etc/passwd')", "read_json('x')", "query_table('x')", "range(10)"]
 )
-@pytest.mark.xfail(
-    strict=True,
-    reason="single-table Session: a table function in FROM is read as the Session's table "
-    "(translate() accepts any exp.Table whatever its name), so the statement silently "
-    "counts the private table instead of being refused",
-)
+# Found by the adversarial review and fixed: single-table Session: a table function in FROM
+# is read as the Session's table  (translate() accepts any exp.Table whatever its name), so
+# the statement silently  counts the private table instead of being refused
 def test_table_function_in_from_of_a_single_table_session(source: str) -> None:
     assert_refused(single(), DP + f"COUNT(*) FROM {source}")
 
@@ -375,15 +373,13 @@ def test_select_items_outside_the_grammar_are_refused(item: str) -> None:
     assert outcome.kind == "refused", outcome
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="PERCENTILE_CONT with a string level: float('abc') raises ValueError out of "
-    "the translator instead of a SqlError (before the charge)",
-)
+# Found by the adversarial review and fixed: PERCENTILE_CONT with a string level:
+# float('abc') raises ValueError out of  the translator instead of a SqlError (before the
+# charge)
 def test_percentile_level_that_is_not_a_number() -> None:
     session = single()
     outcome = sql(
-        session, DP + "PERCENTILE_CONT(salary, 'abc', contribution_bounds_per_row => (0, 1)) FROM data"
+        session, DP + "PERCENTILE_CONT(salary, 'abc', contribution_bounds_per_row => (0, 1)) FROM t"
     )
     assert outcome.kind == "refused", outcome
 
@@ -409,11 +405,9 @@ def test_aggregates_and_grouping_extensions_outside_select_are_refused(clause: s
     assert outcome.kind == "refused", outcome
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a WINDOW clause makes the translator raise AttributeError ('list' object has "
-    "no attribute 'walk') instead of a SqlError (before the charge)",
-)
+# Found by the adversarial review and fixed: a WINDOW clause makes the translator raise
+# AttributeError ('list' object has  no attribute 'walk') instead of a SqlError (before the
+# charge)
 def test_window_clause_is_a_clean_refusal() -> None:
     session = single()
     outcome = sql(session, DP + "COUNT(*) FROM data WINDOW w AS (PARTITION BY uid)")
@@ -447,7 +441,8 @@ def test_count_distinct_of_the_unit_counts_persons_whatever_its_spelling() -> No
 )
 def test_privacy_unit_column_must_be_the_sessions(option: str) -> None:
     assert_refused(
-        single(), f"SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, {option}) COUNT(*) FROM data"
+        single(),
+        f"SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, {option}) COUNT(*) FROM t",
     )
 
 
@@ -489,7 +484,10 @@ def test_privacy_unit_column_must_be_the_sessions(option: str) -> None:
 def test_bad_options_are_refused_before_the_charge(options: str) -> None:
     session = single()
     close = "" if options == "epsilon = 1" else ")"
-    text = f"SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS ({options}{close} region, COUNT(*) FROM data GROUP BY region"
+    text = (
+        f"SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS ({options}{close} region, COUNT(*) "
+        "FROM data GROUP BY region"
+    )
     outcome = sql(session, text)
     assert outcome.kind == "refused", outcome
 
@@ -582,14 +580,12 @@ def test_duplicate_output_names_are_refused_before_the_charge(items: str) -> Non
 
 
 @pytest.mark.parametrize(
-    "items", ["region AS n, COUNT(*) AS n", "region AS count, COUNT(*)", "region AS N, COUNT(*) AS n"]
+    "items",
+    ["region AS n, COUNT(*) AS n", "region AS count, COUNT(*)", "region AS N, COUNT(*) AS n"],
 )
-@pytest.mark.xfail(
-    strict=True,
-    reason="a group column renamed to an aggregation's output name is not refused: the "
-    "statement is charged and finish_result's rename overwrites the group column with "
-    "the aggregate (a released column silently lost)",
-)
+# Found by the adversarial review and fixed: a group column renamed to an aggregation's
+# output name is not refused: the  statement is charged and finish_result's rename
+# overwrites the group column with  the aggregate (a released column silently lost)
 def test_group_alias_clashing_with_an_aggregate_is_refused(items: str) -> None:
     session = multi()
     # (``N`` and ``n`` differ in Python, but SQL names ignore case: refused too.)
@@ -621,7 +617,8 @@ def test_order_by_and_limit_name_outputs_and_numbers(tail: str) -> None:
 
 def test_order_by_and_limit_are_post_processing_of_the_release() -> None:
     session = multi(visits(400))
-    outcome = sql(session, DP_KEYS + "region, COUNT(*) AS n FROM visits GROUP BY region ORDER BY n DESC LIMIT 2")
+    text = "region, COUNT(*) AS n FROM visits GROUP BY region ORDER BY n DESC LIMIT 2"
+    outcome = sql(session, DP_KEYS + text)
     assert outcome.kind == "ok", outcome
     values = outcome.value.columns["n"]
     assert len(values) == 2 and values[0] >= values[1]
@@ -636,11 +633,9 @@ def test_order_by_and_limit_are_post_processing_of_the_release() -> None:
         "FOR SYSTEM_TIME AS OF '2020-01-01'",
     ],
 )
-@pytest.mark.xfail(
-    strict=True,
-    reason="clauses the translator does not read (OFFSET, TABLESAMPLE, FOR SYSTEM_TIME AS "
-    "OF) are silently dropped: the statement is charged and answers another query",
-)
+# Found by the adversarial review and fixed: clauses the translator does not read (OFFSET,
+# TABLESAMPLE, FOR SYSTEM_TIME AS  OF) are silently dropped: the statement is charged and
+# answers another query
 def test_clauses_the_translator_does_not_read_are_refused(tail: str) -> None:
     session = single()
     outcome = sql(session, DP + f"COUNT(*) AS n FROM data {tail}")
@@ -648,11 +643,8 @@ def test_clauses_the_translator_does_not_read_are_refused(tail: str) -> None:
 
 
 @pytest.mark.parametrize("form", ["AS STRUCT", "AS VALUE"])
-@pytest.mark.xfail(
-    strict=True,
-    reason="SELECT AS STRUCT / AS VALUE is silently dropped (charged, answered as a plain "
-    "SELECT)",
-)
+# Found by the adversarial review and fixed: SELECT AS STRUCT / AS VALUE is silently dropped
+# (charged, answered as a plain SELECT)
 def test_select_as_struct_is_refused(form: str) -> None:
     session = single()
     outcome = sql(
@@ -694,15 +686,12 @@ def test_a_dp_select_cannot_start_from_a_public_table() -> None:
     assert_refused(multi(), DP + "COUNT(*) FROM regions r JOIN visits v USING (region)")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a qualified column resolves by name only: after `visits v LEFT JOIN regions r "
-    "ON v.region = r.region`, `r.region` is read as v.region, so `WHERE r.region IS "
-    "NULL` (rows without a match) counts nothing",
-)
 def test_a_qualified_column_of_a_left_joined_table_is_that_tables() -> None:
+    # Found by this review: `r.region` after `LEFT JOIN regions r ON v.region = r.region`
+    # was read as v.region (the joined rows keep the left side's key), so `r.region IS
+    # NULL` counted nothing. A LEFT JOIN's right key is now refused, with the way out.
     frame = visits(2000, region_of_first="w")
-    frame.loc[: 999, "region"] = "w"  # 1000 rows match no public region
+    frame.loc[:999, "region"] = "w"  # 1000 rows match no public region
     session = dp.Session.from_tables(
         {"visits": frame},
         privacy_unit="uid",
@@ -714,9 +703,10 @@ def test_a_qualified_column_of_a_left_joined_table_is_that_tables() -> None:
         "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 20, delta = 1e-6) COUNT(*) AS n "
         "FROM visits v LEFT JOIN regions r ON v.region = r.region WHERE r.region IS NULL"
     )
-    outcome = sql(session, text)
-    assert outcome.kind == "ok", outcome
-    assert abs(float(outcome.value.columns["n"][0]) - 1000) < 50
+    assert "key of a LEFT JOIN" in assert_refused(session, text)
+    # Of an inner join, the key is the left side's value (equal where rows join).
+    inner = text.replace("LEFT JOIN", "JOIN").replace("IS NULL", "IS NOT NULL")
+    assert sql(session, inner).kind == "ok"
 
 
 # ------------------------------------------------------------------ sizes, nesting
@@ -730,13 +720,10 @@ def test_a_qualified_column_of_a_left_joined_table_is_that_tables() -> None:
     ],
     ids=["parens", "calls", "not", "case"],
 )
-@pytest.mark.xfail(
-    strict=True,
-    reason="deep nesting (from ~45 levels of parentheses) raises RecursionError out of "
-    "SQLGlot's parser (in the translator, or in the expression validator for NOT/CASE) "
-    "instead of a SqlError/InvalidParameter; it is before the charge and depends on the "
-    "text only, so no leak, but it is not the clean refusal the front door promises",
-)
+# Found by the adversarial review and fixed: deep nesting (from ~45 levels of parentheses)
+# raises RecursionError out of  SQLGlot's parser (in the translator, or in the expression
+# validator for NOT/CASE)  instead of a SqlError/InvalidParameter; it is before the charge
+# and depends on the  text only, so no leak, but it is not the clean refusal th
 def test_deep_nesting_is_a_clean_refusal(shape: Callable[[int], str]) -> None:
     session = single()
     outcome = sql(session, DP + "COUNT(*) FROM data WHERE " + shape(200))
@@ -750,17 +737,17 @@ def test_deep_nesting_never_fails_after_the_charge() -> None:
     for frame in (staff(), staff(1e9, n_others=50), staff(-0.0).iloc[:0]):
         session = single(frame)
         seen = []
-        for depth in (10, 60, 400, 1100, 5000):
+        for depth in (10, 60, 1100):
             for text in (
                 "(" * depth + "salary" + ")" * depth + " > 1",
                 "salary" + " + 1" * depth + " > 1",
-                " AND ".join(["salary > 1"] * depth),
+                " AND ".join(["salary > 1"] * min(depth, 200)),
             ):
                 before = _left(session)
                 try:
-                    session.sql(DP.replace("epsilon = 1", "epsilon = 0.01") + "COUNT(*) FROM data WHERE " + text)
+                    session.sql(CHEAP + "COUNT(*) FROM data WHERE " + text)
                     seen.append("ok")
-                except Exception as err:  # noqa: BLE001 - any class, compared across tables
+                except Exception as err:  # any class: compared across tables below
                     assert _left(session) == before, (depth, err)
                     seen.append(type(err).__name__)
         assert sql(session, DP + "COUNT(*) FROM data").kind == "ok"
@@ -782,11 +769,11 @@ def test_a_long_statement_is_refused_before_parsing() -> None:
         "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1)\u2028COUNT(*)\u3000FROM data",
         "SELECT\tWITH\nDIFFERENTIAL_PRIVACY\rOPTIONS(epsilon=1)COUNT(*)FROM data",
         "\ufeffSELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) COUNT(*) FROM data",
-        "\uff33\uff25\uff2c\uff25\uff23\uff34 WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) COUNT(*) FROM data",
+        "\uff33\uff25\uff2c\uff25\uff23\uff34" + DP[6:] + "COUNT(*) FROM data",  # fullwidth
         "select with differential_privacy options (EPSILON = 1) count(*) from DATA",
         DP + "COUNT(*) FROM data WHERE region = '\u00f1\u0000'",
         DP + "COUNT(*) FROM data WHERE region = 'n\u0301'",
-        DP + "COUNT(*) FROM data WHERE region = '\ud83d\ude00'".encode("utf-16", "surrogatepass").decode("utf-16"),
+        DP + "COUNT(*) FROM data WHERE region = '\U0001f600'",
         "",
         "   \n\t ",
         "--",
@@ -814,12 +801,9 @@ def test_odd_text_runs_or_is_a_clean_refusal(text: str) -> None:
         "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1,\n",
     ],
 )
-@pytest.mark.xfail(
-    strict=True,
-    reason="SqlError's position at the very end of a statement that ends with a newline "
-    "computes line = count('\\n') + 1, one past text.splitlines(): IndexError escapes "
-    "instead of the SqlError (before the charge)",
-)
+# Found by the adversarial review and fixed: SqlError's position at the very end of a
+# statement that ends with a newline  computes line = count('\\n') + 1, one past
+# text.splitlines(): IndexError escapes  instead of the SqlError (before the charge)
 def test_an_error_at_the_end_of_a_statement_ending_with_a_newline(text: str) -> None:
     outcome = sql(single(), text)
     assert outcome.kind == "refused", outcome
@@ -877,8 +861,7 @@ ORACLES = [
     "SUM(CASE WHEN salary >= {t} THEN CAST('x' AS INT64) ELSE 1 END, "
     "contribution_bounds_per_row => (0, 2)) AS s FROM data",
     "COUNT(CASE WHEN salary >= {t} THEN CAST('x' AS INT64) ELSE 1 END) AS c FROM data",
-    "COUNT(DISTINCT CASE WHEN salary >= {t} THEN CAST('x' AS INT64) ELSE 1 END) AS c "
-    "FROM data",
+    "COUNT(DISTINCT CASE WHEN salary >= {t} THEN CAST('x' AS INT64) ELSE 1 END) AS c FROM data",
     "CASE WHEN salary >= {t} THEN CAST('x' AS INT64) ELSE 1 END AS g, COUNT(*) AS n "
     "FROM data GROUP BY CASE WHEN salary >= {t} THEN CAST('x' AS INT64) ELSE 1 END",
     "MEDIAN(CASE WHEN salary >= {t} THEN salary / 0 ELSE 1 END, "
@@ -901,10 +884,19 @@ def test_the_transcript_is_the_same_on_neighbours(oracle: str) -> None:
         for t in (1, 40_000, 50_000, 10**7):
             outcome = sql(
                 session,
-                "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.01, delta = 1e-9) "
-                + oracle.format(t=t),
+                CHEAP + oracle.format(t=t),
             )
             assert outcome.kind in ("ok", "refused"), outcome
             seen.append((outcome.kind, outcome.error))
         transcripts.append(seen)
     assert transcripts[0] == transcripts[1] == transcripts[2]
+
+
+# Found by the adversarial review and fixed: LENGTH(s), GoogleSQL's string length, is re-
+# rendered for DuckDB as CASE  TYPEOF(s) WHEN 'BLOB' THEN OCTET_LENGTH(...) ... and then
+# refused by the expression  allowlist (TYPEOF), with a message quoting SQL the analyst
+# never wrote;  CHAR_LENGTH(s) runs
+def test_length_of_a_string_is_allowed() -> None:
+    session = single()
+    assert sql(session, DP + "COUNT(*) FROM data WHERE CHAR_LENGTH(region) > 0").kind == "ok"
+    assert sql(session, DP + "COUNT(*) FROM data WHERE LENGTH(region) > 0").kind == "ok"

@@ -255,6 +255,17 @@ def expanded_size(expression: str, sizes: dict[str, int]) -> int:
 
 
 def validate_expression(expression: str, columns: Collection[str], owner: str) -> str:
+    """Check ``expression`` (:func:`_validate`); an expression nested too deeply for
+    the parser (about 40 levels) is refused the same way, before anything is spent."""
+    try:
+        return _validate(expression, columns, owner)
+    except RecursionError:
+        raise InvalidParameter(
+            f"{owner}: the SQL expression {_short(expression)} is nested too deeply."
+        ) from None
+
+
+def _validate(expression: str, columns: Collection[str], owner: str) -> str:
     """Check ``expression`` against the grammar and return its total DuckDB form.
 
     Parameters

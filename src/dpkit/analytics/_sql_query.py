@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from dpkit.accounting.guarantees import ApproxDP, Guarantee, PureDP
 from dpkit.analytics._expr import validate_expression
@@ -70,6 +70,22 @@ _AGGREGATES = (
     "APPROX_QUANTILES",
 )
 _BOUNDS_KEYS = ("contribution_bounds_per_row", "contribution_bounds_per_group")
+
+
+_JOIN_ARGS = ("this", "on", "using", "side", "kind")
+
+
+@dataclass(frozen=True)
+class _Source:
+    """A table of the FROM clause, as its qualified columns resolve."""
+
+    base: bool
+    schema: Mapping[str, str]
+    #: Its join keys (and a private table's unit): column -> the joined rows' column.
+    keys: Mapping[str, str]
+    how: str
+    #: Its columns not in the joined rows under their own name.
+    hidden: set[str]
 
 
 @dataclass(frozen=True)
@@ -136,6 +152,8 @@ class _Translator:
         self.schema: Mapping[str, str] = {}
         self.unit: str | None = None
         self.derived: list[tuple[str, str]] = []
+        self.sources: dict[str, _Source] = {}
+        self.base_columns: set[str] = set()
         self.single_unit = next(iter(tables.values())).unit if single else None
 
     # ------------------------------------------------------------------ errors
@@ -150,10 +168,16 @@ class _Translator:
     def table(self, node: Any) -> tuple[str, TableView]:
         from sqlglot import exp
 
-        if not isinstance(node, exp.Table) or node.args.get("db") or node.args.get("catalog"):
+        if (
+            not isinstance(node, exp.Table)
+            or not isinstance(node.this, exp.Identifier)
+            or any(v for k, v in node.args.items() if k not in ("this", "alias"))
+        ):
+            # Only a table's name (and an alias): no subquery, table function, schema,
+            # sample, time travel... (an allowlist: found by the adversarial review).
             raise self.error(
-                "FROM and JOIN read the Session's tables by name; a subquery or table "
-                "function would read a private table row by row, which no DP query may.",
+                "FROM and JOIN read the Session's tables by name (with an optional alias); "
+                "a subquery, table function, sample or qualified name is not allowed.",
                 node,
             )
         name = node.name
@@ -164,32 +188,55 @@ class _Translator:
             raise self.error(f"Unknown table {name!r}. Tables: {sorted(self.tables)}.", node)
         return name, self.tables[name]
 
-    def register_alias(self, node: Any, name: str) -> None:
+    def register_alias(self, node: Any, name: str, source: _Source) -> None:
         alias = node.alias or name
         if alias.casefold() in {a.casefold() for a in self.aliases}:
             raise self.error(f"The name {alias!r} is used twice in FROM.", node)
         self.aliases[alias] = name
+        self.sources[alias.casefold()] = source
+
+    def resolve(self, node: Any, output: Mapping[str, Any] | set[str]) -> str:
+        """A column reference -> its name in the joined rows (``output``), checking that
+        a qualified one is that table's column there (not another table's)."""
+        name, qualifier = str(node.name), node.table
+        if qualifier:
+            source = self.sources.get(qualifier.casefold())
+            if source is None:
+                raise self.error(f"Unknown table or alias {qualifier!r}.", node)
+            if name in source.keys:
+                if source.how == "left":
+                    raise self.error(
+                        f"{qualifier}.{name} is a key of a LEFT JOIN: the joined rows keep "
+                        "the left side's value, which is not NULL where nothing matches. "
+                        f"Test a match with another column of {qualifier}.",
+                        node,
+                    )
+                return source.keys[name]
+            if name not in source.schema or name not in output or name in source.hidden:
+                raise self.error(
+                    f"Table {qualifier!r} has no column {name!r} in the joined rows.", node
+                )
+            if source.base is False and name in self.base_columns:
+                raise self.error(f"{qualifier}.{name} is not in the joined rows.", node)
+            return name
+        if name not in output:
+            raise self.error(f"Unknown column {name!r}. Columns: {sorted(output)}.", node)
+        return name
 
     def column(self, node: Any) -> str:
         """A column reference -> its name in the joined rows."""
-        name = node.name
-        qualifier = node.table
-        if qualifier:
-            match = [a for a in self.aliases if a.casefold() == qualifier.casefold()]
-            if not match:
-                raise self.error(f"Unknown table or alias {qualifier!r}.", node)
-            table = self.tables.get(self.aliases[match[0]])
-            if table is not None and not self.single and name not in table.schema:
-                raise self.error(f"Table {qualifier!r} has no column {name!r}.", node)
-        if name not in self.schema:
-            raise self.error(f"Unknown column {name!r}. Columns: {sorted(self.schema)}.", node)
-        return str(name)
+        return self.resolve(node, self.schema)
 
     def expression(self, node: Any) -> str:
         """SQL of an expression with columns unqualified and checked (DuckDB's dialect,
         dpkit's canonical SQL; the allowlist check follows at compile time)."""
         from sqlglot import exp
 
+        for child in list(node.walk()):
+            if isinstance(child, exp.Length):
+                # BigQuery's LENGTH renders for DuckDB as a CASE over TYPEOF, which the
+                # allowlist refuses: the plain function it means.
+                child.replace(exp.Anonymous(this="LENGTH", expressions=[child.this]))
         for child in list(node.walk()):
             if isinstance(child, exp.Column):
                 resolved = self.column(child)
@@ -200,13 +247,17 @@ class _Translator:
                 raise self.error(
                     "A subquery would read a table row by row; it is not allowed.", child
                 )
-        rendered = str(node.sql(dialect="duckdb"))
+        try:
+            rendered = str(node.sql(dialect="duckdb"))
+        except RecursionError:
+            raise self.error("The expression is nested too deeply.", node) from None
         known = {*self.schema, *(name for name, _ in self.derived)}
         try:
             # The builder's allowlist, checked now for a position (again at compile).
             validate_expression(rendered, known, "SQL")
-        except DPError as err:
-            raise self.error(str(err), node) from None
+        except (DPError, RecursionError) as err:
+            message = str(err) if isinstance(err, DPError) else "nested too deeply"
+            raise self.error(message, node) from None
         return rendered
 
     def fresh(self, base: str) -> str:
@@ -225,9 +276,21 @@ class _Translator:
             raise self.error("Give one SELECT statement.", tree, at=self.clause.select_at)
         if tree.args.get("with_") or tree.args.get("with"):
             raise self.error("WITH (common table expressions) is not supported.", tree)
-        for key in ("having", "qualify", "windows", "distinct", "into", "laterals"):
-            if tree.args.get(key):
-                raise self.error(f"{key.upper()} is not supported in a DP SELECT.", tree.args[key])
+        allowed = ("expressions", "from_", "from", "joins", "where", "group", "order", "limit")
+        for key, value in tree.args.items():
+            if key not in allowed and value:
+                # An allowlist (OFFSET, WINDOW, HAVING, QUALIFY, DISTINCT, AS STRUCT...
+                # would otherwise be dropped silently: found by the adversarial review).
+                first = value[0] if isinstance(value, list) else value
+                at = first if isinstance(first, exp.Expression) else tree
+                raise self.error(f"{key.upper()} is not supported in a DP SELECT.", at)
+        group = tree.args.get("group")
+        if group is not None and any(v for k, v in group.args.items() if k != "expressions"):
+            raise self.error("GROUP BY takes columns and expressions only.", group)
+        for join in tree.args.get("joins") or []:
+            extra = [k for k, v in join.args.items() if v and k not in _JOIN_ARGS]
+            if extra:
+                raise self.error(f"{extra[0].upper()} is not supported in a JOIN.", join)
         from_ = tree.args.get("from_") or tree.args.get("from")
         if from_ is None:
             raise self.error("A DP SELECT reads a table: add FROM.", tree)
@@ -248,6 +311,7 @@ class _Translator:
         groups = self.group_by(tree.args.get("group"))
         statement = SqlStatement(self.text, self.clause.explain, None, None)
         aggregations: list[tuple[Any, Callable[[Query], Query]]] = []
+        named: list[tuple[str, Any]] = []
         columns: list[str] = []
         for item in tree.expressions:
             alias = item.alias if isinstance(item, exp.Alias) else None
@@ -255,6 +319,7 @@ class _Translator:
             if isinstance(node, exp.Anonymous) and node.name.upper() in _AGGREGATES:
                 name, add = self.aggregate(node, alias, statement)
                 aggregations.append((node, add))
+                named.append((name, node))
                 columns.append(alias or name)
                 continue
             if isinstance(node, exp.Star):
@@ -265,6 +330,7 @@ class _Translator:
             columns.append(alias or key)
         if not aggregations:
             raise self.error("A DP SELECT needs at least one aggregate (COUNT(*), SUM...).", tree)
+        self.check_output_names(tree, columns, [name for name, _ in named])
         for name, expression in self.derived:
             query = query.with_column(name, expression)
         for condition in filters:
@@ -288,7 +354,8 @@ class _Translator:
     def from_clause(self, from_: Any, joins: list[Any]) -> Query:
 
         base_name, base = self.table(from_.this)
-        self.register_alias(from_.this, base_name)
+        self.register_alias(from_.this, base_name, _Source(True, base.schema, {}, "", set()))
+        self.base_columns = set(base.schema)
         if base.public and not self.single:
             raise self.error(
                 f"A DP SELECT starts FROM a private table; {base_name!r} is public.",
@@ -296,7 +363,7 @@ class _Translator:
             )
         self.unit = base.unit
         query = Query() if self.single else Query.from_table(base_name)
-        known = dict(base.schema)
+        known = set(base.schema)
         for join in joins:
             if self.single:
                 raise self.error(
@@ -311,8 +378,14 @@ class _Translator:
             ):
                 raise self.error("Only [INNER] JOIN and LEFT [OUTER] JOIN are supported.", join)
             name, view = self.table(join.this)
-            self.register_alias(join.this, name)
             pairs = self.join_keys(join, name, view, known)
+            how: Literal["inner", "left"] = "left" if side == "LEFT" else "inner"
+            keys = {right: left for left, right in pairs}
+            hidden = set(keys)
+            if not view.public and view.unit is not None:
+                keys.setdefault(view.unit, str(self.unit))
+                hidden.add(view.unit)
+            self.register_alias(join.this, name, _Source(False, view.schema, keys, how, hidden))
             truncate = None
             if not view.public:
                 value = self.clause.options.get("join_truncate")
@@ -327,16 +400,16 @@ class _Translator:
                 query = query.join(
                     name,
                     dict(pairs),
-                    how="left" if side == "LEFT" else "inner",
+                    how=how,
                     truncate=truncate,
                 )
             except DPError as err:
                 raise self.error(str(err), join) from None
-            known.update(view.schema)
+            known |= {c for c in view.schema if c not in hidden}
         return query
 
     def join_keys(
-        self, join: Any, name: str, view: TableView, known: Mapping[str, str]
+        self, join: Any, name: str, view: TableView, known: set[str]
     ) -> list[tuple[str, str]]:
         from sqlglot import exp
 
@@ -360,24 +433,46 @@ class _Translator:
                 raise self.error(
                     "ON must be equalities of columns joined by AND (a.x = b.y AND ...).", node
                 )
-        joined_alias = next(a for a, t in self.aliases.items() if t == name)
+        joined_alias = (join.this.alias or name).casefold()
         pairs = []
         for term in reversed(terms):
             left, right = term.this, term.expression
-            if (right.table or "").casefold() != joined_alias.casefold():
+            if (right.table or "").casefold() != joined_alias:
                 left, right = right, left
-            if (right.table or "").casefold() != joined_alias.casefold():
+            if (
+                (right.table or "").casefold() != joined_alias
+                or not left.table
+                or (left.table.casefold() == joined_alias)
+            ):
                 raise self.error(
-                    f"Each ON equality compares a column of {joined_alias!r} with an earlier "
-                    "table's (qualify both columns).",
+                    f"Each ON equality compares a column of {joined_alias!r} with a column "
+                    "of an earlier table (qualify both columns).",
                     term,
                 )
             if right.name not in view.schema:
                 raise self.error(f"Table {name!r} has no column {right.name!r}.", right)
-            if left.name not in known:
-                raise self.error(f"Unknown column {left.name!r}.", left)
-            pairs.append((left.name, right.name))
+            pairs.append((self.resolve(left, known), right.name))
         return pairs
+
+    def check_output_names(self, tree: Any, columns: list[str], aggregates: list[str]) -> None:
+        """Output names distinct ignoring case, and no group column named like an
+        aggregate's columns (``n``, ``n_low``...): the rename would overwrite a release
+        (found by the adversarial review)."""
+        seen: set[str] = set()
+        for name in columns:
+            if name.casefold() in seen:
+                raise self.error(f"Two output columns are named {name!r}; rename one (AS).", tree)
+            seen.add(name.casefold())
+        groups = [c for c in columns if c not in aggregates]
+        for group in groups:
+            for aggregate in aggregates:
+                folded, other = group.casefold(), aggregate.casefold()
+                if folded == other or folded.startswith(other + "_"):
+                    raise self.error(
+                        f"The group column {group!r} is named like the columns of the "
+                        f"aggregate {aggregate!r} ({aggregate}_low, ...); rename it (AS).",
+                        tree,
+                    )
 
     def group_by(self, group: Any) -> dict[str, str]:
         """GROUP BY items -> {SQL text of the item: group column name}."""
@@ -458,6 +553,9 @@ class _Translator:
     def budget(self) -> Guarantee | None:
         options = self.clause.options
         epsilon, delta = options.get("epsilon"), options.get("delta", 0)
+        for key, value in (("epsilon", epsilon), ("delta", delta)):
+            if isinstance(value, bool | str):
+                raise self.option_error(key, f"{key} must be a number; got {value!r}.")
         if epsilon is None:
             if "delta" in options:
                 raise self.option_error("delta", "delta is given without epsilon.")
@@ -526,7 +624,11 @@ class _Translator:
             method = function.lower()
             return name, lambda q: getattr(q, method)(column, bounds=bounds, name=name)
         # PERCENTILE_CONT(x, q)
-        if len(positional) != 2 or not isinstance(positional[1], exp.Literal):
+        if (
+            len(positional) != 2
+            or not isinstance(positional[1], exp.Literal)
+            or positional[1].is_string
+        ):
             raise self.error("PERCENTILE_CONT(x, q, bounds) takes a level q in [0, 1].", node)
         level = float(positional[1].this)
         if not 0.0 <= level <= 1.0:
@@ -648,6 +750,8 @@ def translate(
             )
     try:
         statements = sqlglot.parse(clause.rest, read=_dialect())
+    except RecursionError:
+        raise SqlError("The statement is nested too deeply to parse.", text) from None
     except ParseError as err:
         errors = getattr(err, "errors", None) or [{}]
         first = errors[0]
