@@ -90,7 +90,7 @@ from typing import Any
 from dpkit.analytics._canonical import crossing_type, key_category, to_engine
 from dpkit.analytics._catalog import Catalog, TableInfo
 from dpkit.analytics._plan import PartScope
-from dpkit.analytics.engines._hash import TypedPart
+from dpkit.analytics.engines._hash import SMALL_INDEX, TypedPart
 from dpkit.analytics.query import Join, Query
 from dpkit.errors import DataError, InvalidParameter
 
@@ -256,11 +256,20 @@ class _Builder:
             type_name = info.schema[column]
             x = _q(self.engine, column)
             canonical = self.canon(x, type_name)
-            parts.append(TypedPart(canonical, crossing_type(type_name)))
+            if key_category(type_name) in ("integer", "date", "timestamp", "timestamptz"):
+                # The hash's integer limbs have no NULL case (a NULL would make the whole
+                # hash NULL, which DuckDB and Spark order differently: found by the
+                # stability tests): the value or 0, and whether it is NULL.
+                parts.append(TypedPart(f"coalesce({canonical}, 0)", crossing_type(type_name)))
+                parts.append(
+                    TypedPart(f"(CASE WHEN {canonical} IS NULL THEN 1 ELSE 0 END)", SMALL_INDEX)
+                )
+            else:
+                parts.append(TypedPart(canonical, crossing_type(type_name)))
             order += self._order_keys(x, canonical, type_name)
         keyed = self.engine._hash(self.salt)
         selected = ", ".join(_q(self.engine, c) for c in columns)
-        ranked = ", ".join([keyed.finish("__dpkit_hl"), *order])
+        ranked = ", ".join([f"{keyed.finish('__dpkit_hl')} ASC NULLS FIRST", *order])
         # The columns by name (never *): a table column may not shadow dpkit's own
         # (names starting with __dpkit are refused at creation, _catalog).
         sql = (
