@@ -243,3 +243,20 @@ def test_a_single_table_session_takes_any_table_name() -> None:
             "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) COUNT(*) FROM a JOIN b "
             "USING (x)"
         )
+
+
+def test_on_columns_may_be_unqualified_and_an_inner_join_key_is_its_left_value() -> None:
+    session = _session()
+    written = session.sql_query(
+        HEADER + ", join_truncate = 1) COUNT(*) AS n FROM visits JOIN regions "
+        "ON region_id = regions.region_id WHERE regions.region_id >= 2"
+    )
+    qualified = session.sql_query(
+        HEADER + ", join_truncate = 1) COUNT(*) AS n FROM visits v JOIN regions r "
+        "ON v.region_id = r.region_id WHERE v.region_id >= 2"
+    )
+    assert written.query == qualified.query
+    with pytest.raises(SqlError, match="ambiguous or unknown"):
+        session.sql_query(
+            HEADER + ") COUNT(*) AS n FROM visits JOIN regions ON region_id = region_id"
+        )

@@ -96,6 +96,10 @@ from dpkit.errors import DataError, InvalidParameter
 
 __all__ = ["JoinStep", "JoinedView", "joined_view"]
 
+#: Key categories whose values the truncation hash mixes in (integers after canonical
+#: SQL: cheap exact arithmetic).
+_CHEAP = ("integer", "date", "timestamp", "timestamptz")
+
 _OWNER = "Query.join"
 
 
@@ -256,17 +260,20 @@ class _Builder:
             type_name = info.schema[column]
             x = _q(self.engine, column)
             canonical = self.canon(x, type_name)
-            if key_category(type_name) in ("integer", "date", "timestamp", "timestamptz"):
-                # The hash's integer limbs have no NULL case (a NULL would make the whole
-                # hash NULL, which DuckDB and Spark order differently: found by the
-                # stability tests): the value or 0, and whether it is NULL.
-                parts.append(TypedPart(f"coalesce({canonical}, 0)", crossing_type(type_name)))
-                parts.append(
-                    TypedPart(f"(CASE WHEN {canonical} IS NULL THEN 1 ELSE 0 END)", SMALL_INDEX)
-                )
-            else:
-                parts.append(TypedPart(canonical, crossing_type(type_name)))
             order += self._order_keys(x, canonical, type_name)
+            if column == info.unit or key_category(type_name) not in _CHEAP:
+                continue
+            # The hash mixes the integer-like columns (exact integer arithmetic, cheap); a
+            # string's md5 or a double's exact limbs cost ~10x more per row (measured on
+            # TPC-H orders: 3.6 s for 1.5M rows hashing every column, benchmarks/
+            # results/tpch_sql.md). Rows that tie are then ordered by every canonical
+            # value, so the choice is deterministic all the same. A NULL hashes as (0, is
+            # NULL): the limbs have no NULL case, and a NULL hash would be ordered apart
+            # by DuckDB and Spark (found by the stability tests).
+            parts.append(TypedPart(f"coalesce({canonical}, 0)", crossing_type(type_name)))
+            parts.append(
+                TypedPart(f"(CASE WHEN {canonical} IS NULL THEN 1 ELSE 0 END)", SMALL_INDEX)
+            )
         keyed = self.engine._hash(self.salt)
         selected = ", ".join(_q(self.engine, c) for c in columns)
         ranked = ", ".join([f"{keyed.finish('__dpkit_hl')} ASC NULLS FIRST", *order])
@@ -309,6 +316,7 @@ def joined_view(
     nothing and is the same on every database of the schema.
     """
     builder = _Builder(engine, catalog, partitions, salt)
+    used = _used_columns(query)
     base_name = _base_table(query, catalog)
     base = catalog.table(base_name, "Query.from_table")
     if base.public:
@@ -387,7 +395,11 @@ def joined_view(
                     "have no canonical form, so the rows kept by truncation could not be "
                     "chosen deterministically; leave them out (columns=)."
                 )
-            needed = list(dict.fromkeys([right.unit, *keys_right, *orderable]))
+            if used is not None:
+                # Only what the query reads: the truncation window carries and ranks
+                # these columns (rows that tie on them are alike for this query).
+                columns = [c for c in columns if c in used]
+            needed = list(dict.fromkeys([right.unit, *keys_right, *columns]))
             right_sql, right_params = builder.truncated(
                 right, needed, [r for _, r in join.on], join.truncate
             )
@@ -423,6 +435,29 @@ def joined_view(
         dropped=tuple(dropped),
     )
     return view, schema
+
+
+def _used_columns(query: Query) -> set[str] | None:
+    """The column names a query reads (filters, derived columns, groups, bins,
+    aggregations, join keys), or None for all of them: a query without aggregations
+    (the SQL front door asks for the joined schema before adding them), or one whose
+    expressions do not parse here (the compiler will say why)."""
+    import sqlglot
+    from sqlglot import exp
+
+    if not query.aggregations:
+        return None
+    used: set[str] = set(query.group_columns)
+    used |= {source for _, source, _ in query.bins}
+    used |= {a.column for a in query.aggregations if a.column is not None}
+    used |= {left for join in query.joins for left, _ in join.on}
+    for expression in (*query.filters, *(e for _, e in query.derived)):
+        try:
+            tree = sqlglot.parse_one(expression, read="duckdb")
+        except (sqlglot.errors.ParseError, RecursionError):
+            return None
+        used |= {column.name for column in tree.find_all(exp.Column)}
+    return used
 
 
 def _base_table(query: Query, catalog: Catalog) -> str:

@@ -220,6 +220,11 @@ class _Translator:
                 raise self.error(f"{qualifier}.{name} is not in the joined rows.", node)
             return name
         if name not in output:
+            # A key column of an inner join's right side, written unqualified: the joined
+            # rows hold the left side's (equal) value under the left side's name.
+            for source in self.sources.values():
+                if name in source.keys and source.how != "left":
+                    return source.keys[name]
             raise self.error(f"Unknown column {name!r}. Columns: {sorted(output)}.", node)
         return name
 
@@ -436,23 +441,33 @@ class _Translator:
         joined_alias = (join.this.alias or name).casefold()
         pairs = []
         for term in reversed(terms):
-            left, right = term.this, term.expression
-            if (right.table or "").casefold() != joined_alias:
-                left, right = right, left
-            if (
-                (right.table or "").casefold() != joined_alias
-                or not left.table
-                or (left.table.casefold() == joined_alias)
-            ):
+            sides = [term.this, term.expression]
+            mine = [self._of_joined(c, joined_alias, view, known) for c in sides]
+            if sorted(mine) != [False, True]:
                 raise self.error(
                     f"Each ON equality compares a column of {joined_alias!r} with a column "
-                    "of an earlier table (qualify both columns).",
+                    "of an earlier table (qualify a column whose table is ambiguous).",
                     term,
                 )
+            right, left = (sides[0], sides[1]) if mine[0] else (sides[1], sides[0])
             if right.name not in view.schema:
                 raise self.error(f"Table {name!r} has no column {right.name!r}.", right)
             pairs.append((self.resolve(left, known), right.name))
         return pairs
+
+    def _of_joined(self, column: Any, alias: str, view: TableView, known: set[str]) -> bool:
+        """Whether an ON column belongs to the table being joined: by its qualifier, or
+        -- unqualified -- by which side has a column of that name (GoogleSQL's rule)."""
+        if column.table:
+            return bool(column.table.casefold() == alias)
+        name = str(column.name)
+        earlier = name in known or any(name in s.keys for s in self.sources.values())
+        if (name in view.schema) == earlier:
+            raise self.error(
+                f"The ON column {name!r} is ambiguous or unknown: qualify it (t.{name}).",
+                column,
+            )
+        return name in view.schema
 
     def check_output_names(self, tree: Any, columns: list[str], aggregates: list[str]) -> None:
         """Output names distinct ignoring case, and no group column named like an
