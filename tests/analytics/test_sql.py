@@ -245,11 +245,11 @@ def test_a_single_table_session_takes_any_table_name() -> None:
         )
 
 
-def test_on_columns_may_be_unqualified_and_an_inner_join_key_is_its_left_value() -> None:
+def test_an_inner_join_key_is_its_left_value_and_ambiguous_on_columns_are_refused() -> None:
     session = _session()
     written = session.sql_query(
         HEADER + ", join_truncate = 1) COUNT(*) AS n FROM visits JOIN regions "
-        "ON region_id = regions.region_id WHERE regions.region_id >= 2"
+        "ON visits.region_id = regions.region_id WHERE regions.region_id >= 2"
     )
     qualified = session.sql_query(
         HEADER + ", join_truncate = 1) COUNT(*) AS n FROM visits v JOIN regions r "
@@ -260,3 +260,28 @@ def test_on_columns_may_be_unqualified_and_an_inner_join_key_is_its_left_value()
         session.sql_query(
             HEADER + ") COUNT(*) AS n FROM visits JOIN regions ON region_id = region_id"
         )
+
+
+def test_unambiguous_on_columns_may_be_unqualified() -> None:
+    frames = _frames()
+    people = frames["people"].rename(columns={"uid": "person"})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dp.InsecureRandomWarning)
+        session = dp.Session.from_tables(
+            {"visits": frames["visits"], "people": people},
+            privacy_unit={"visits": "uid", "people": "person"},
+            budget=dp.PureDP(1.0),
+            rng=1,
+        )
+    written = session.sql_query(
+        "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, join_truncate = 1) COUNT(*) "
+        "AS n FROM visits JOIN people ON uid = person WHERE person > 3"
+    )
+    twin = (
+        Query.from_table("visits")
+        .join("people", {"uid": "person"}, truncate=1)
+        .filter('"uid" > 3')
+        .bound(max_rows=1)
+        .count(name="n")
+    )
+    assert written.query == twin
