@@ -396,3 +396,32 @@ def test_spark_gives_the_duckdb_integers(spark: Any) -> None:
             rng=7,
         )
     assert _exact(on_spark, query) == on_duckdb
+
+
+def test_joined_rows_take_bins_order_statistics_and_private_bounds() -> None:
+    session = _session(budget=dp.ApproxDP(50.0, 1e-5))
+    joined = Query.from_table("visits").join("people", on="uid", truncate=1)
+    histogram = (
+        joined.group_by_bins("age", [18, 40, 65, 90])
+        .bound(max_groups=3, max_rows=20)
+        .count()
+        .median("duration", bounds=(0.0, 100.0))
+    )
+    result = session.evaluate(histogram, budget=0.2)
+    assert list(result.dataframe["age_bin"]) == [0, 1, 2]
+    assert result.dataframe["median_duration"].between(0.0, 100.0).all()
+    private = joined.bound(max_rows=20).mean(
+        "duration", bounds="private", search_range=(0.0, 1000.0)
+    )
+    clamped = session.evaluate(private, budget=0.2).dataframe
+    assert 0.0 <= clamped["mean_duration_clamp_low"][0] < clamped["mean_duration_clamp_high"][0]
+    selected = (
+        Query.from_table("visits")
+        .join("regions", on="region_id")
+        .group_by("region", keys="private")
+        .bound(max_groups=2, max_rows=5)
+        .count()
+    )
+    released = session.evaluate(selected, budget=0.2).dataframe
+    assert set(released["region"]) <= {"n", "s", "e", "w", "c", "c2"}
+    assert len(session.history) == 3
