@@ -285,3 +285,19 @@ def test_unambiguous_on_columns_may_be_unqualified() -> None:
         .count(name="n")
     )
     assert written.query == twin
+
+
+def test_post_processing_never_loses_a_charged_release(monkeypatch: pytest.MonkeyPatch) -> None:
+    import dpkit.analytics.session as session_module
+
+    def broken(result: Any, statement: Any) -> Any:
+        raise TypeError("ordering failed")
+
+    monkeypatch.setattr(session_module, "finish_result", broken)
+    session = _session(dp.PureDP(5.0))
+    result = session.sql(
+        "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) COUNT(*) AS n FROM visits "
+        "ORDER BY n"
+    )
+    assert "n" in result.dataframe and any("could not be applied" in n for n in result.notes)
+    assert session.spent == dp.PureDP(1.0)

@@ -760,7 +760,13 @@ class Session:
         if statement.explain:
             return self.explain(statement.query, budget=chosen, confidence=level)
         result = self.evaluate(statement.query, budget=chosen, confidence=level, deadline=deadline)
-        return finish_result(result, statement)
+        try:
+            # Post-processing of the released values only (names, square roots, ORDER
+            # BY, LIMIT), after the charge: it must not lose a paid-for release.
+            return finish_result(result, statement)
+        except Exception:
+            note = "ORDER BY/LIMIT/renames could not be applied; the release is unordered."
+            return dataclasses.replace(result, notes=(*result.notes, note))
 
     def explain_sql(
         self, sql: str, *, budget: object = None, confidence: float | None = None
