@@ -16,6 +16,7 @@ Module map
 ``dp.learn``        scikit-learn compatible DP models (logistic/linear regression, naive Bayes)
 ``dp.reliability``  never-fail constructions: absorb failure into delta, repeat until success
 ``dp.design``       optimal noise by linear programming
+``dp.synth``        private synthetic data (MST, AIM) on the Session's ledger
 ``dp.groupwise``    group-wise privacy: two-stage noise and its numerical analysis
 ``dp.audit``        lower bounds on epsilon at a confidence: black-box, one-run (SNJ23),
                     and the floating-point reachability attack (Mironov 2012)
@@ -115,21 +116,30 @@ from dpkit.selection import (
 )
 
 if TYPE_CHECKING:
-    from dpkit import analytics
+    from dpkit import analytics, synth
     from dpkit.analytics import KeySet, Query, Session
+    from dpkit.synth import synthesize
 else:
     # The analytics Session (and its engine, ledger and query compiler) loads on first
     # use, so ``import dpkit`` and the ``dpkit`` command stay fast (PEP 562). Hidden from
     # the type checker, which would otherwise accept any misspelt ``dp.<name>``.
-    _LAZY = {"analytics": "", "KeySet": "KeySet", "Query": "Query", "Session": "Session"}
+    _LAZY = {
+        "analytics": ("dpkit.analytics", ""),
+        "KeySet": ("dpkit.analytics", "KeySet"),
+        "Query": ("dpkit.analytics", "Query"),
+        "Session": ("dpkit.analytics", "Session"),
+        "synth": ("dpkit.synth", ""),
+        "synthesize": ("dpkit.synth", "synthesize"),
+    }
 
     def __getattr__(name: str) -> object:
         if name not in _LAZY:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
         import importlib
 
-        module = importlib.import_module("dpkit.analytics")
-        value = getattr(module, _LAZY[name]) if _LAZY[name] else module
+        module_name, attribute = _LAZY[name]
+        module = importlib.import_module(module_name)
+        value = getattr(module, attribute) if attribute else module
         globals()[name] = value
         return value
 
@@ -218,6 +228,8 @@ __all__ = [
     "shifted_inverse_sensitivity",
     "sparse_vector",
     "subsampled_laplace",
+    "synth",
+    "synthesize",
     "truncated_laplace",
     "tune",
     "user_count",

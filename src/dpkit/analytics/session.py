@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -72,6 +72,9 @@ from dpkit.errors import (
     SessionLocked,
 )
 from dpkit.random import Random, RandomLike, as_random
+
+if TYPE_CHECKING:
+    from dpkit.synth._result import SyntheticData
 
 __all__ = ["Session"]
 
@@ -1189,6 +1192,158 @@ class Session:
                 f"Requested: {self._kind.show(charge)}. Remaining: {self._kind.show(left)}. "
                 "Nothing was spent: ask for a smaller budget or start a new Session.",
             )
+
+    # ------------------------------------------------------------------ synthesis
+    def synthesize(
+        self,
+        *,
+        budget: object,
+        method: str = "aim",
+        columns: Sequence[str] | None = None,
+        domains: Mapping[str, object] | None = None,
+        rows: int | None = None,
+        max_rows: int = 1,
+        workload: Sequence[Sequence[str]] | None = None,
+        source: Query | None = None,
+        max_model_mb: float = 80.0,
+        iterations: int = 1000,
+        progress: Callable[[str], None] | None = None,
+    ) -> SyntheticData:
+        """A private synthetic table by MST or AIM, charged once to this Session.
+
+        Parameters
+        ----------
+        budget:
+            The run's budget, as for :meth:`evaluate` (a share, ``"remaining"``, or a
+            ``ZCDP``/``ApproxDP`` guarantee); a ZCDP or ApproxDP Session is needed.
+        method:
+            ``"aim"`` (McKenna, Mullins, Sheldon & Miklau, PVLDB 2022; adaptive,
+            workload-aware) or ``"mst"`` (McKenna, Miklau & Sheldon 2021; a spanning tree
+            of pairs, faster).
+        columns:
+            Columns to synthesize (default: all but the privacy unit).
+        domains:
+            Public domain per column: a list of values (or a one-column
+            :class:`KeySet`), ``(low, high)`` bounds for numbers, dates and timestamps,
+            or :class:`dpkit.synth.Categories` / :class:`dpkit.synth.Bins` (bins, and
+            whether NULL is kept as a value). Booleans need none; every other column
+            does. Domains must not come from the private data.
+        rows:
+            Rows to sample (default: the model's noisy estimate of the row count).
+        max_rows:
+            With a privacy unit: the most rows one person contributes (the rest of a
+            person's rows are dropped, chosen by a keyed hash).
+        workload:
+            AIM's workload: the marginals to be accurate on (default: every pair).
+        source:
+            In a Session over several tables: the table and joins to synthesize,
+            ``Query.from_table(name).join(...)``.
+        max_model_mb, iterations:
+            AIM's model-size limit (the paper's 80 MB) and the fitting iterations.
+        progress:
+            Called with a line of text at each step (AIM runs for minutes).
+
+        Returns
+        -------
+        SyntheticData
+            ``.data`` (pandas), ``.guarantee``, ``.measurements`` (the noisy
+            marginals), ``.fidelity()`` (synthetic vs measured: private), ``.to_csv``,
+            ``.to_parquet``.
+
+        Privacy
+        -------
+        ``ZCDP(rho)`` for the run's ``rho``, w.r.t. the Session's privacy unit: every
+        marginal is measured with discrete Gaussian noise calibrated to the L2
+        sensitivity ``max_rows``, every selection is an exponential mechanism, and the
+        steps' exact costs add to at most ``rho`` (adaptive composition; see
+        :mod:`dpkit.synth`). The ledger is charged once, before any row is read;
+        refusals depend on the schema and public parameters only, and a failure after
+        the charge fails closed, as for :meth:`evaluate`.
+        """
+        from dpkit.analytics._synthesis import synthesize
+
+        return synthesize(
+            self,
+            budget=budget,
+            method=method,
+            columns=columns,
+            domains=domains,
+            rows=rows,
+            max_rows=max_rows,
+            workload=workload,
+            source=source,
+            max_model_mb=max_model_mb,
+            iterations=iterations,
+            progress=progress,
+        )
+
+    def explain_synthesis(
+        self,
+        *,
+        budget: object,
+        method: str = "aim",
+        columns: Sequence[str] | None = None,
+        domains: Mapping[str, object] | None = None,
+        rows: int | None = None,
+        max_rows: int = 1,
+        workload: Sequence[Sequence[str]] | None = None,
+        source: Query | None = None,
+    ) -> str:
+        """What :meth:`synthesize` would measure, at which noise, and its charge, as
+        text; spends nothing (the same checks run: a refusal here is one there)."""
+        from dpkit.analytics._synthesis import plan_synthesis
+
+        plan = plan_synthesis(
+            self,
+            budget=budget,
+            method=method,
+            columns=columns,
+            domains=domains,
+            rows=rows,
+            max_rows=max_rows,
+            workload=workload,
+            source=source,
+            max_model_mb=80.0,
+            iterations=1000,
+            salt=0,
+        )
+        self._check_fits(plan.charge)
+        return plan.describe()
+
+    def _reserve(self, charge: tuple[Fraction, ...], description: str) -> Session:
+        """A sub-Session over the same rows whose budget is ``charge``, charged to this
+        Session once, now: one mechanism (a synthesis run) spends it through the
+        sub-Session's own filter. It is ``Session.partition`` with one part and no
+        split (the same concurrent-composition argument; its name is random, so every
+        reserve is a new one and is charged)."""
+        kind = self._kind.part(charge)
+        name = f"{self._scope}/reserve:{self._random.spawn(1)[0].bytes(12).hex()}"
+        scope = f"{name}/run"
+        failed = False
+        try:
+            self._ledger.open_partition(
+                self._scope,
+                name,
+                kind.amount,
+                [(scope, kind.key, kind.amount)],
+                0,
+                description,
+                rule=self._kind.rule,
+                fingerprint=self._fingerprint,
+            )
+        except BudgetExceeded:
+            raise
+        except BaseException:
+            failed = True
+        if failed:
+            raise self._fail_closed()
+        child = copy.copy(self)
+        child._kind = kind
+        child._scope = scope
+        child._ledger.open_scope(scope, kind.key, kind.amount, self._fingerprint)
+        child._random = self._random.spawn(1)[0]
+        child._after_commit = None
+        return child
 
     # ------------------------------------------------------------------ partitions
     def partition(

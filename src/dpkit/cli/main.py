@@ -28,6 +28,7 @@ from dpkit.cli.audit import audit_command
 from dpkit.cli.describe import budget_from_options, describe_command, summarise
 from dpkit.cli.reliability import reliability_app
 from dpkit.cli.sql import sql_command
+from dpkit.cli.synth import synth_command
 from dpkit.errors import DPError
 
 if TYPE_CHECKING:
@@ -46,6 +47,7 @@ app = typer.Typer(
 app.command("describe", cls=JsonErrorsCommand)(describe_command)
 app.command("audit")(audit_command)
 app.command("sql", cls=JsonErrorsCommand)(sql_command)
+app.command("synth", cls=JsonErrorsCommand)(synth_command)
 app.add_typer(account_app, name="account")
 app.add_typer(reliability_app, name="reliability")
 

@@ -1,0 +1,70 @@
+"""Private synthetic data: MST and AIM, measured through the Session and its ledger.
+
+``session.synthesize(budget=..., method="aim" | "mst", domains=...)`` (or
+:func:`synthesize` on a DataFrame or a file) measures noisy marginals of the table --
+discrete Gaussian noise, zCDP accounting, every person's contribution bounded -- and
+samples a synthetic table from a graphical model fitted to them (Private-PGM's
+estimator, McKenna, Sheldon & Miklau, ICML 2019, in NumPy: :mod:`dpkit.synth._graphical`).
+
+* MST -- McKenna, Miklau & Sheldon, JPC 2021 (:mod:`dpkit.synth._mst`);
+* AIM -- McKenna, Mullins, Sheldon & Miklau, PVLDB 2022 (:mod:`dpkit.synth._aim`).
+
+Guarantee: the run is ``rho``-zCDP w.r.t. the privacy unit for the budget it is
+charged (once); the synthetic table, the fitted model and the fidelity report are
+post-processing of the noisy measurements. See docs/synth.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from dpkit.accounting.guarantees import Guarantee
+from dpkit.random import RandomLike
+from dpkit.synth._columns import Bins, Categories
+from dpkit.synth._domain import Domain, Measurement
+from dpkit.synth._result import SyntheticData
+
+__all__ = ["Bins", "Categories", "Domain", "Measurement", "SyntheticData", "synthesize"]
+
+
+def synthesize(
+    data: Any,
+    *,
+    budget: Guarantee,
+    method: str = "aim",
+    columns: Sequence[str] | None = None,
+    domains: Mapping[str, object] | None = None,
+    rows: int | None = None,
+    privacy_unit: str | None = None,
+    max_rows: int = 1,
+    workload: Sequence[Sequence[str]] | None = None,
+    rng: RandomLike | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> SyntheticData:
+    """A private synthetic copy of ``data`` (a pandas DataFrame, a pyarrow Table, or a
+    CSV/Parquet path) spending all of ``budget`` (``ZCDP`` or ``ApproxDP``).
+
+    A one-off Session over ``data`` runs :meth:`dpkit.analytics.Session.synthesize`; see
+    it for the parameters and the guarantee. Use a Session directly to keep a ledger or
+    to spend the budget on other queries too.
+    """
+    from dpkit.analytics import Session
+
+    if isinstance(data, str | Path):
+        session = Session.from_path(data, privacy_unit=privacy_unit, budget=budget, rng=rng)
+    elif type(data).__module__.startswith("pyarrow"):
+        session = Session.from_arrow(data, privacy_unit=privacy_unit, budget=budget, rng=rng)
+    else:
+        session = Session.from_pandas(data, privacy_unit=privacy_unit, budget=budget, rng=rng)
+    return session.synthesize(
+        budget="remaining",
+        method=method,
+        columns=columns,
+        domains=domains,
+        rows=rows,
+        max_rows=max_rows,
+        workload=workload,
+        progress=progress,
+    )

@@ -1,0 +1,337 @@
+"""How each column of a table becomes integer codes over a public domain, and back.
+
+A synthetic table is built over codes: a categorical column's public values are codes
+``0 .. n - 1``; a numeric, date or timestamp column is cut into ``bins`` equal-width bins
+over public bounds ``[low, high]`` (values outside are clamped into the end bins). With
+``nulls=True`` (the default) one more code holds NULL, NaN and -- for a categorical
+column -- every value outside the public list; such rows come back as NULL. With
+``nulls=False`` there is no such code and those rows are dropped before anything is
+measured (a filter on each row alone: stable, so the guarantee is unchanged).
+
+The codes are computed in SQL from the column's canonical form
+(:mod:`dpkit.analytics._canonical`), so the engine's equality decides which value a row
+has (rule 2 of the Session's threat model), and decoding draws a value inside the bin
+(uniformly; integers for integer columns, days for dates) -- post-processing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd  # type: ignore[import-untyped]
+
+from dpkit.analytics._canonical import from_engine, key_category, to_engine
+from dpkit.analytics._keys import canonical_keys
+from dpkit.analytics.query import KeySet
+from dpkit.errors import InvalidParameter
+
+__all__ = ["Bins", "Categories", "ColumnCode", "code_of", "plan_columns"]
+
+#: Default number of bins of a numeric column (AIM's and MST's preprocessing: ~32).
+DEFAULT_BINS = 32
+#: The most codes one column may have (a marginal's cells grow as the product).
+MAX_CODES = 10_000
+_BINNABLE = ("integer", "double", "decimal", "date", "timestamp", "timestamptz")
+
+
+@dataclass(frozen=True, slots=True)
+class Categories:
+    """A public list of a column's values (not read from the private data)."""
+
+    values: tuple[Any, ...]
+    nulls: bool = True
+
+    def __init__(self, values: Sequence[Any] | KeySet, *, nulls: bool = True) -> None:
+        if isinstance(values, KeySet):
+            if len(values.columns) != 1:
+                raise InvalidParameter(
+                    f"Categories: a KeySet of one column is needed; got {values.columns}."
+                )
+            values = [key[0] for key in values.keys]
+        if isinstance(values, str | bytes) or not isinstance(values, Sequence):
+            raise InvalidParameter(
+                f"Categories: values must be a list of public values; got {values!r}."
+            )
+        object.__setattr__(self, "values", tuple(values))
+        object.__setattr__(self, "nulls", bool(nulls))
+
+
+@dataclass(frozen=True, slots=True)
+class Bins:
+    """Equal-width bins over public bounds ``[low, high]`` (numbers, dates or datetimes)."""
+
+    low: Any
+    high: Any
+    bins: int = DEFAULT_BINS
+    nulls: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnCode:
+    """One column's coding: its public domain and how it is computed and decoded."""
+
+    name: str
+    type_name: str
+    category: str  # the canonical category (dpkit.analytics._canonical.key_category)
+    values: tuple[Any, ...] = ()  # categorical: canonical keys, code = position
+    low: float = 0.0  # binned: bounds on the canonical number line
+    high: float = 0.0
+    bins: int = 0
+    width: int = 0  # binned integer-like columns: integers per bin (0 for real bins)
+    nulls: bool = True
+
+    @property
+    def categorical(self) -> bool:
+        return self.bins == 0
+
+    @property
+    def size(self) -> int:
+        """Number of codes (the NULL code last, when there is one)."""
+        return (len(self.values) if self.categorical else self.bins) + int(self.nulls)
+
+    def labels(self) -> list[str]:
+        """A readable label per code, for reports."""
+        if self.categorical:
+            out = [str(v) for v in self.values]
+        else:
+            edges = self.edges()
+            out = [
+                f"[{_show(edges[i], self)}, {_show(edges[i + 1], self)})" for i in range(self.bins)
+            ]
+        return [*out, "NULL"] if self.nulls else out
+
+    def edges(self) -> list[float]:
+        if self.width:
+            return [self.low + i * self.width for i in range(self.bins)] + [self.high + 1]
+        step = (self.high - self.low) / self.bins
+        return [self.low + i * step for i in range(self.bins)] + [self.high]
+
+    def decode(self, codes: npt.NDArray[np.int64], rng: np.random.Generator) -> pd.Series:
+        """Synthetic values of this column for ``codes`` (post-processing)."""
+        null = codes == len(self.values) if self.categorical else codes == self.bins
+        if self.categorical:
+            table = np.array([*self.values, None], dtype=object)
+            values = table[codes]
+            return _typed(values, self, null)
+        safe = np.where(null, 0, codes)
+        if self.width:
+            start = self.low + safe * self.width
+            stop = np.minimum(start + self.width, int(self.high) + 1)
+            drawn = rng.integers(start.astype(np.int64), stop.astype(np.int64)).astype(np.float64)
+        else:
+            step = (self.high - self.low) / self.bins
+            drawn = self.low + (safe + rng.random(len(codes))) * step
+            drawn = np.minimum(drawn, self.high)
+        return _typed(drawn, self, null)
+
+
+def _show(x: float, column: ColumnCode) -> str:
+    if column.category in ("date", "timestamp", "timestamptz"):
+        return str(from_engine(int(x), column.category))
+    return f"{x:g}"
+
+
+def _typed(values: npt.NDArray[Any], column: ColumnCode, null: npt.NDArray[np.bool_]) -> pd.Series:
+    category = column.category
+    if column.categorical:
+        out = pd.Series(values, dtype=object)
+        out[null] = None
+        if category == "integer":
+            return out.astype("Int64")
+        if category == "double":
+            return out.astype("float64")
+        if category == "boolean":
+            return out.astype("boolean")
+        if category in ("date", "timestamp", "timestamptz"):
+            return pd.to_datetime(out)
+        return out
+    if category == "integer":
+        series = pd.Series(np.round(values).astype(np.int64)).astype("Int64")
+        series[null] = pd.NA
+        return series
+    if category in ("double", "decimal"):
+        series = pd.Series(values.astype(np.float64))
+        series[null] = np.nan
+        return series
+    # Dates and timestamps: the canonical number line is days or microseconds.
+    unit = "D" if category == "date" else "us"
+    series = pd.Series(pd.to_datetime(np.floor(values).astype(np.int64), unit=unit))
+    if category == "timestamptz":
+        series = series.dt.tz_localize("UTC")
+    series[null] = pd.NaT
+    return series
+
+
+def _number(value: Any, category: str, what: str) -> float:
+    """A public bound on the canonical number line of ``category``."""
+    if category == "date":
+        if isinstance(value, dt.datetime) or not isinstance(value, dt.date):
+            raise InvalidParameter(f"{what} must be a datetime.date; got {value!r}.")
+        return float(to_engine(value, "date"))
+    if category in ("timestamp", "timestamptz"):
+        if not isinstance(value, dt.datetime):
+            raise InvalidParameter(f"{what} must be a datetime.datetime; got {value!r}.")
+        if category == "timestamptz" and value.tzinfo is None:
+            value = value.replace(tzinfo=dt.UTC)
+        if category == "timestamp" and value.tzinfo is not None:
+            value = value.replace(tzinfo=None)
+        return float(to_engine(value, category))
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise InvalidParameter(f"{what} must be a finite number; got {value!r}.")
+    if not math.isfinite(float(value)):
+        raise InvalidParameter(f"{what} must be a finite number; got {value!r}.")
+    return float(value)
+
+
+def _code_of(name: str, type_name: str, spec: object, owner: str) -> ColumnCode:
+    category = key_category(type_name)
+    if category is None:
+        raise InvalidParameter(
+            f"{owner}: column {name!r} has type {type_name}, which synthesis does not "
+            "support (integers, floating-point numbers, decimals, strings, booleans, dates "
+            "and timestamps are supported); leave it out with columns=[...]."
+        )
+    if spec is None and category == "boolean":
+        spec = Categories([False, True])
+    if isinstance(spec, KeySet) or (
+        isinstance(spec, Sequence) and not isinstance(spec, str | bytes) and not _is_bounds(spec)
+    ):
+        spec = Categories(spec)
+    if _is_bounds(spec):
+        assert isinstance(spec, tuple | list)
+        spec = Bins(spec[0], spec[1])
+    if isinstance(spec, Categories):
+        values = canonical_keys(list(spec.values), type_name, name, owner)
+        if not values:
+            raise InvalidParameter(f"{owner}: the public categories of {name!r} are empty.")
+        code = ColumnCode(name, type_name, category, values=tuple(values), nulls=spec.nulls)
+    elif isinstance(spec, Bins):
+        if category not in _BINNABLE:
+            raise InvalidParameter(
+                f"{owner}: column {name!r} ({type_name}) cannot be binned; give its public "
+                "categories instead, e.g. domains={" + repr(name) + ": ['a', 'b']}."
+            )
+        if isinstance(spec.bins, bool) or not isinstance(spec.bins, int) or spec.bins < 1:
+            raise InvalidParameter(f"{owner}: bins of {name!r} must be a positive integer.")
+        low = _number(spec.low, category, f"{owner}: the lower bound of {name!r}")
+        high = _number(spec.high, category, f"{owner}: the upper bound of {name!r}")
+        if not low < high:
+            raise InvalidParameter(
+                f"{owner}: the bounds of {name!r} must satisfy low < high; got "
+                f"({spec.low!r}, {spec.high!r})."
+            )
+        if category in ("integer", "date"):
+            low, high = float(math.ceil(low)), float(math.floor(high))
+            span = int(high - low) + 1
+            width = max(1, -(-span // spec.bins))
+            bins = -(-span // width)
+            code = ColumnCode(
+                name,
+                type_name,
+                category,
+                low=low,
+                high=high,
+                bins=bins,
+                width=width,
+                nulls=spec.nulls,
+            )
+        else:
+            code = ColumnCode(
+                name, type_name, category, low=low, high=high, bins=spec.bins, nulls=spec.nulls
+            )
+    elif spec is None:
+        kind = "bounds, e.g. (0, 100)" if category in _BINNABLE else "categories, e.g. ['a', 'b']"
+        raise InvalidParameter(
+            f"{owner}: column {name!r} needs a public domain: give its {kind} in "
+            f"domains={{{name!r}: ...}}, or leave it out with columns=[...]. Domains must "
+            "not come from the private data."
+        )
+    else:
+        raise InvalidParameter(
+            f"{owner}: the domain of {name!r} must be a list of values, a KeySet, (low, "
+            f"high), Categories(...) or Bins(...); got {spec!r}."
+        )
+    if code.size > MAX_CODES:
+        raise InvalidParameter(
+            f"{owner}: column {name!r} would have {code.size} codes (at most {MAX_CODES}); "
+            "use fewer categories or bins."
+        )
+    return code
+
+
+def _is_bounds(spec: object) -> bool:
+    return (
+        isinstance(spec, tuple)
+        and len(spec) == 2
+        and not any(isinstance(v, str | bytes) for v in spec)
+    )
+
+
+def plan_columns(
+    schema: Mapping[str, str],
+    columns: Sequence[str] | None,
+    domains: Mapping[str, object] | None,
+    unit: str | None,
+    owner: str,
+    *,
+    private: bool = False,
+) -> tuple[ColumnCode | None, ...]:
+    """The coding of every synthesized column, from the schema and public domains only.
+
+    With ``private=True`` a column with no domain (or the domain ``"private"``) is
+    ``None``: its domain is to be found privately (booleans always have one); without,
+    it is refused."""
+    if domains is None:
+        domains = {}
+    if not isinstance(domains, Mapping):
+        raise InvalidParameter.for_parameter("domains", owner, "a dict {column: domain}", domains)
+    if columns is None:
+        names = [c for c in schema if c != unit]
+    else:
+        if isinstance(columns, str) or not isinstance(columns, Sequence):
+            raise InvalidParameter.for_parameter(
+                "columns", owner, "a list of column names", columns
+            )
+        names = list(columns)
+    if len(names) < 1 or len(set(names)) != len(names):
+        raise InvalidParameter(f"{owner}: columns must be distinct and non-empty; got {names!r}.")
+    for name in [*names, *domains]:
+        if name not in schema:
+            raise InvalidParameter(
+                f"{owner}: unknown column {name!r}. Available columns: {sorted(schema)}."
+            )
+        if name == unit:
+            raise InvalidParameter(
+                f"{owner}: the privacy unit {name!r} cannot be synthesized (it identifies "
+                "persons); leave it out of columns."
+            )
+    extra = set(domains) - set(names)
+    if extra:
+        raise InvalidParameter(
+            f"{owner}: domains given for columns not synthesized: {sorted(extra)}."
+        )
+    out: list[ColumnCode | None] = []
+    for name in names:
+        spec = domains.get(name)
+        if isinstance(spec, str) and spec == "private":
+            if not private:
+                raise InvalidParameter(
+                    f"{owner}: the domain of {name!r} cannot be found privately here."
+                )
+            spec = None
+        if spec is None and private and key_category(schema[name]) != "boolean":
+            out.append(None)
+            continue
+        out.append(_code_of(name, schema[name], spec, owner))
+    return tuple(out)
+
+
+def code_of(name: str, type_name: str, spec: object, owner: str) -> ColumnCode:
+    """One column's coding from a domain (public, or released by a private query)."""
+    return _code_of(name, type_name, spec, owner)

@@ -1,0 +1,145 @@
+"""What a synthesis run returns: the table, its guarantee, and an honest fidelity report.
+
+The fidelity report compares the synthetic table with the *noisy measurements* the run
+made -- released values, so the comparison is free and private. A comparison with the
+real data is not private; :meth:`SyntheticData.compare_with_real` exists for
+evaluation only and says so in every row it returns.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd  # type: ignore[import-untyped]
+
+from dpkit.accounting.guarantees import Guarantee
+from dpkit.errors import InvalidParameter
+from dpkit.synth._domain import Domain, Measurement
+
+__all__ = ["SyntheticData"]
+
+
+def _marginal(
+    codes: npt.NDArray[np.int64], domain: Domain, columns: Sequence[str]
+) -> npt.NDArray[np.float64]:
+    shape = domain.shape(columns)
+    if codes.shape[0] == 0:
+        return np.zeros(shape)
+    index = [domain.index(c) for c in columns]
+    cells = np.ravel_multi_index(tuple(codes[:, i] for i in index), shape)
+    return np.bincount(cells, minlength=math.prod(shape)).astype(np.float64).reshape(shape)
+
+
+@dataclass(frozen=True)
+class SyntheticData:
+    """A private synthetic table (``data``) and how it was made.
+
+    Attributes
+    ----------
+    data:
+        The synthetic rows, one column per synthesized column, with the original
+        column types (NULL where a row's code stands for missing or unlisted values).
+    method:
+        ``"mst"`` or ``"aim"``.
+    guarantee:
+        What the run cost: a :class:`~dpkit.ZCDP` (and, in an ApproxDP Session, what it
+        is worth at the Session's conversion delta, in ``notes``).
+    measurements:
+        The noisy marginals, over the coded domain ``domain``: everything the data
+        released; the table is post-processing of them.
+    """
+
+    data: pd.DataFrame
+    method: str
+    guarantee: Guarantee
+    measurements: tuple[Measurement, ...]
+    domain: Domain
+    labels: dict[str, list[str]]
+    notes: tuple[str, ...] = ()
+    codes: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
+
+    def fidelity(self) -> pd.DataFrame:
+        """Per measurement: the L1 distance between the synthetic table's marginal and
+        the noisy measurement, both as fractions of their totals, next to the noise's
+        own expected L1 size (``sqrt(2/pi) sigma cells / total``) -- a synthetic marginal
+        closer than that is as close as the measurement can tell. Private (it reads
+        released values only)."""
+        rows = []
+        n = max(len(self.data), 1)
+        for m in self.measurements:
+            synthetic = _marginal(self.codes, self.domain, m.columns) / n
+            measured = np.clip(m.values, 0, None)
+            total = measured.sum()
+            measured = measured / total if total > 0 else measured
+            rows.append(
+                {
+                    "marginal": " x ".join(m.columns),
+                    "cells": int(m.values.size),
+                    "sigma": m.sigma,
+                    "l1_vs_measured": float(np.abs(synthetic - measured).sum()),
+                    "expected_noise_l1": float(
+                        math.sqrt(2 / math.pi) * m.sigma * m.values.size / max(m.values.sum(), 1.0)
+                    ),
+                }
+            )
+        return pd.DataFrame(rows)
+
+    def compare_with_real(
+        self, real: pd.DataFrame, columns: Sequence[Sequence[str]]
+    ) -> pd.DataFrame:
+        """NOT PRIVATE -- for evaluation on data you may look at: the L1 distance
+        between normalised marginals of ``real`` and of the synthetic table, per
+        marginal in ``columns`` (compared on the values as given, after the same
+        coding is not applied: use it on tables whose values are the domain's)."""
+        rows = []
+        for marginal in columns:
+            names = list(marginal)
+            for name in names:
+                if name not in real.columns or name not in self.data.columns:
+                    raise InvalidParameter(f"compare_with_real: unknown column {name!r}.")
+            a = real[names].astype(str).value_counts(normalize=True)
+            b = self.data[names].astype(str).value_counts(normalize=True)
+            joined = pd.concat([a, b], axis=1).fillna(0.0)
+            rows.append(
+                {
+                    "marginal": " x ".join(names),
+                    "l1_vs_real": float((joined.iloc[:, 0] - joined.iloc[:, 1]).abs().sum()),
+                    "private": False,
+                }
+            )
+        return pd.DataFrame(rows)
+
+    def to_csv(self, path: str | Path) -> None:
+        """Write the synthetic table as CSV."""
+        self.data.to_csv(path, index=False)
+
+    def to_parquet(self, path: str | Path) -> None:
+        """Write the synthetic table as Parquet."""
+        self.data.to_parquet(path, index=False)
+
+    def to_html(self, title: str = "dpkit synthetic data") -> str:
+        """The fidelity report as one HTML page (inline plots; private: it reads the
+        synthetic table and the noisy measurements only)."""
+        from dpkit.synth._report import html_report
+
+        return html_report(self, title)
+
+    def summary(self) -> str:
+        """A few lines: method, size, guarantee, measurements."""
+        lines = [
+            f"{self.method.upper()} synthetic data: {len(self.data)} rows x "
+            f"{self.data.shape[1]} columns, {self.guarantee!r}.",
+            f"{len(self.measurements)} noisy marginals measured: "
+            + ", ".join(" x ".join(m.columns) for m in self.measurements[:12])
+            + (" ..." if len(self.measurements) > 12 else ""),
+            *self.notes,
+        ]
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"SyntheticData({self.method!r}, rows={len(self.data)}, {self.guarantee!r})"

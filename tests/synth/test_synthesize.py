@@ -1,0 +1,317 @@
+"""``Session.synthesize`` and ``dp.synthesize``: the coded table, the accounting, the
+refusals before the charge, failing closed after it, and the output's types."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import dpkit as dp
+from dpkit.analytics.engines._cells import CellSpec, cell_counts
+from dpkit.synth import Bins, Categories
+from dpkit.synth._columns import plan_columns
+from dpkit.synth._domain import Domain
+from dpkit.synth._marginals import PrivateMarginals
+from dpkit.synth._mst import run_mst
+
+
+def people(n: int = 200, seed: int = 0) -> pd.DataFrame:
+    """Persons with 1..6 rows each; ``y`` depends on ``x``."""
+    rng = np.random.default_rng(seed)
+    uid = np.repeat(np.arange(n), rng.integers(1, 7, n))
+    x = rng.choice(["a", "b", "c"], len(uid))
+    y = np.where(x == "a", rng.integers(0, 10, len(uid)), rng.integers(50, 60, len(uid)))
+    return pd.DataFrame({"uid": uid, "x": x, "y": y, "flag": rng.random(len(uid)) < 0.3})
+
+
+DOMAINS: dict[str, object] = {"x": ["a", "b", "c"], "y": (0, 99)}
+
+
+def _coded(session: dp.Session, domains: dict[str, object], k: int, salt: int = 3) -> Any:
+    codings = plan_columns(session._schema, list(domains), domains, session._unit, "test")
+    spec = CellSpec(codings, session._unit, k, salt)
+    return codings, *cell_counts(session._engine, spec)
+
+
+# ------------------------------------------------------------------ the coded table
+def test_each_person_keeps_at_most_max_rows() -> None:
+    frame = people()
+    session = dp.Session.from_pandas(frame, privacy_unit="uid", budget=dp.ZCDP(1.0), rng=1)
+    per_person = frame.groupby("uid").size()
+    for k in (1, 2, 5):
+        _, _, counts = _coded(session, DOMAINS, k)
+        assert counts.sum() == np.minimum(per_person, k).sum()
+
+
+def test_large_bound_gives_the_exact_contingency_table() -> None:
+    frame = people()
+    session = dp.Session.from_pandas(frame, privacy_unit="uid", budget=dp.ZCDP(1.0), rng=1)
+    codings, codes, counts = _coded(session, DOMAINS, k=100)
+    x_code = frame["x"].map({"a": 0, "b": 1, "c": 2})
+    width = codings[1].width
+    y_code = (frame["y"] - 0) // width
+    expected = pd.DataFrame({"x": x_code, "y": y_code}).value_counts()
+    got = {tuple(int(v) for v in c): int(n) for c, n in zip(codes, counts, strict=True)}
+    assert got == {tuple(int(v) for v in key): int(n) for key, n in expected.items()}
+
+
+def test_nulls_unlisted_values_and_clamping() -> None:
+    frame = pd.DataFrame(
+        {"c": ["a", "b", None, "zz", "a"], "v": [-5.0, 0.5, np.nan, 20.0, 1.0]}
+    )
+    session = dp.Session.from_pandas(frame, budget=dp.ZCDP(1.0), rng=1)
+    domains: dict[str, object] = {"c": ["a", "b"], "v": Bins(0.0, 1.0, 2)}
+    _, codes, counts = _coded(session, domains, k=1)
+    got = {tuple(int(v) for v in c): int(n) for c, n in zip(codes, counts, strict=True)}
+    # c: a=0, b=1, NULL/unlisted=2; v: [0, .5)=0, [.5, 1]=1, NULL/NaN=2; clamped ends.
+    assert got == {(0, 0): 1, (1, 1): 1, (2, 2): 1, (2, 1): 1, (0, 1): 1}
+    dropped: dict[str, object] = {"c": Categories(["a", "b"], nulls=False), "v": Bins(0.0, 1.0, 2)}
+    _, codes, counts = _coded(session, dropped, k=1)
+    assert counts.sum() == 3  # the rows with c NULL or 'zz' are dropped
+
+
+def test_spark_gives_the_duckdb_cells(spark: Any) -> None:
+    frame = people(30)
+    on_duckdb = dp.Session.from_pandas(frame, privacy_unit="uid", budget=dp.ZCDP(1.0), rng=1)
+    on_spark = dp.Session.from_spark(
+        spark.createDataFrame(frame), privacy_unit="uid", budget=dp.ZCDP(1.0), rng=1
+    )
+    _, codes_a, counts_a = _coded(on_duckdb, DOMAINS, k=2)
+    _, codes_b, counts_b = _coded(on_spark, DOMAINS, k=2)
+
+    def cells(codes: Any, counts: Any) -> dict[tuple[int, ...], int]:
+        return {tuple(int(v) for v in c): int(n) for c, n in zip(codes, counts, strict=True)}
+
+    assert cells(codes_a, counts_a) == cells(codes_b, counts_b)
+
+
+# ------------------------------------------------------------------ accounting
+def test_charged_once_with_the_runs_budget() -> None:
+    session = dp.Session.from_pandas(people(), privacy_unit="uid", budget=dp.ZCDP(1.0), rng=1)
+    result = session.synthesize(budget=0.4, method="mst", domains=DOMAINS, max_rows=2)
+    assert len(session.history) == 1
+    assert session.history[0].amount == (Fraction(0.4) * Fraction(1.0),)
+    assert session.spent == dp.ZCDP(0.4)
+    description = json.loads(session.history[0].description)
+    assert description["synthesize"] == "mst" and description["max_rows"] == 2
+    assert result.guarantee == dp.ZCDP(0.4)
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_mst_steps_add_up_to_at_most_its_budget(k: int) -> None:
+    domain = Domain(("a", "b", "c"), (3, 4, 5))
+    rng = np.random.default_rng(0)
+    codes = np.stack([rng.integers(0, s, 500) for s in domain.sizes], axis=1)
+    budget = Fraction(1, 7)
+    data = PrivateMarginals(
+        codes, np.ones(500, dtype=np.int64), domain, sensitivity=k, rho=budget, rng=dp.Random.seeded(1)
+    ) if hasattr(dp.Random, "seeded") else PrivateMarginals(
+        codes, np.ones(500, dtype=np.int64), domain, sensitivity=k, rho=budget, rng=dp.as_random(1)
+    )
+    run_mst(data)
+    assert data.spent <= budget
+    assert data.spent >= budget * Fraction(999, 1000)  # it uses (nearly) all of it
+    # Every measurement's noise is calibrated to the sensitivity k.
+    for kind, _, scale, cost in data.steps:
+        if kind == "measure":
+            assert cost == Fraction(k) ** 2 / (2 * Fraction(scale) ** 2)
+
+
+def test_approx_session_charges_rho_and_states_what_it_is_worth() -> None:
+    session = dp.Session.from_pandas(
+        people(), privacy_unit="uid", budget=dp.ApproxDP(2.0, 1e-6), selection_delta=0.0, rng=1
+    )
+    result = session.synthesize(budget="remaining", method="mst", domains=DOMAINS)
+    assert session.remaining_approx is not None
+    assert any("Worth ApproxDP" in note for note in result.notes)
+    assert len(session.history) == 1
+
+
+# ------------------------------------------------------------------ refusals: nothing spent
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"method": "gan"}, "method"),
+        ({"domains": {"y": (0, 99)}}, "ApproxDP Session"),
+        ({"domains": {**DOMAINS, "nope": [1]}}, "unknown column"),
+        ({"columns": ["uid", "x"]}, "privacy unit"),
+        ({"rows": 0}, "rows"),
+        ({"max_rows": 0}, "max_rows"),
+        ({"workload": [("x", "zz")]}, "workload"),
+        ({"method": "mst", "workload": [("x", "y")]}, "'aim' only"),
+        ({"budget": 1e-30}, "too small"),
+        ({"budget": dp.PureDP(0.5)}, "Gaussian"),
+        ({"domains": {"x": ["a", "b"], "y": (5, 5)}}, "low < high"),
+        ({"domains": {"x": ["a", "a"], "y": (0, 5)}}, "same value"),
+        ({"domains": {"x": [str(i) for i in range(20_000)], "y": (0, 1)}}, "codes"),
+    ],
+)
+def test_refused_before_anything_is_spent(kwargs: dict[str, Any], match: str) -> None:
+    session = dp.Session.from_pandas(people(), privacy_unit="uid", budget=dp.ZCDP(1.0), rng=1)
+    arguments: dict[str, Any] = {"budget": 0.5, "domains": DOMAINS, "method": "aim"}
+    arguments.update(kwargs)
+    with pytest.raises(dp.InvalidParameter, match=match):
+        session.synthesize(**arguments)
+    assert session.history == [] or len(session.history) == 0
+    assert session.spent == dp.ZCDP(0.0)
+
+
+def test_pure_session_is_refused() -> None:
+    session = dp.Session.from_pandas(people(), privacy_unit="uid", budget=dp.PureDP(1.0), rng=1)
+    with pytest.raises(dp.InvalidParameter, match="zCDP"):
+        session.synthesize(budget=0.5, method="mst", domains=DOMAINS)
+    assert len(session.history) == 0
+
+
+def test_max_rows_without_a_unit_is_refused() -> None:
+    session = dp.Session.from_pandas(people(), budget=dp.ZCDP(1.0), rng=1)
+    with pytest.raises(dp.InvalidParameter, match="max_rows"):
+        session.synthesize(budget=0.5, method="mst", domains=DOMAINS, max_rows=2)
+
+
+def test_budget_that_does_not_fit_spends_nothing() -> None:
+    session = dp.Session.from_pandas(people(), privacy_unit="uid", budget=dp.ZCDP(1.0), rng=1)
+    with pytest.raises(dp.BudgetExceeded):
+        session.synthesize(budget=dp.ZCDP(2.0), method="mst", domains=DOMAINS)
+    assert len(session.history) == 0
+
+
+# ------------------------------------------------------------------ failing closed
+def test_a_failure_after_the_charge_locks_the_session(monkeypatch: pytest.MonkeyPatch) -> None:
+    import dpkit.synth._mst as mst
+
+    session = dp.Session.from_pandas(people(), privacy_unit="uid", budget=dp.ZCDP(1.0), rng=1)
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise MemoryError("out of memory")
+
+    monkeypatch.setattr(mst, "run_mst", broken)
+    with pytest.raises(dp.SessionLocked):
+        session.synthesize(budget=0.25, method="mst", domains=DOMAINS)
+    with pytest.raises(dp.SessionLocked):
+        session.synthesize(budget=0.25, method="mst", domains=DOMAINS)
+    assert session.remaining == dp.ZCDP(0.0)
+
+
+# ------------------------------------------------------------------ the output
+def test_output_types_and_bounds() -> None:
+    rng = np.random.default_rng(1)
+    n = 400
+    frame = pd.DataFrame(
+        {
+            "i": rng.integers(0, 50, n),
+            "f": rng.random(n) * 10,
+            "d": [dt.date(2024, 1, 1) + dt.timedelta(days=int(v)) for v in rng.integers(0, 300, n)],
+            "b": rng.random(n) < 0.5,
+            "s": rng.choice(["u", "v"], n),
+        }
+    )
+    frame.loc[::7, "s"] = None
+    result = dp.synthesize(
+        frame,
+        budget=dp.ZCDP(5.0),
+        method="mst",
+        domains={
+            "i": (0, 49),
+            "f": (0.0, 10.0),
+            "d": (dt.date(2024, 1, 1), dt.date(2024, 12, 31)),
+            "s": ["u", "v"],
+        },
+        rows=123,
+        rng=2,
+    )
+    data = result.data
+    assert len(data) == 123
+    assert list(data.columns) == ["i", "f", "d", "b", "s"]
+    assert str(data["i"].dtype) == "Int64" and data["i"].dropna().between(0, 49).all()
+    assert data["f"].dtype == np.float64 and data["f"].dropna().between(0, 10).all()
+    assert str(data["d"].dtype).startswith("datetime64")
+    days = data["d"].dropna()
+    assert (days >= pd.Timestamp("2024-01-01")).all() and (days <= pd.Timestamp("2024-12-31")).all()
+    assert str(data["b"].dtype) == "boolean"
+    assert set(data["s"].dropna()) <= {"u", "v"}
+
+
+def test_strong_dependence_is_reproduced_at_a_large_budget() -> None:
+    """x determines y's range: a model with the (x, y) pair keeps it (MST measures the
+    pair with noise sigma ~ 1 here; the check allows a wide margin)."""
+    frame = people(600)
+    result = dp.synthesize(
+        frame[["x", "y"]], budget=dp.ZCDP(50.0), method="mst", domains=DOMAINS, rng=4
+    )
+    data = result.data.dropna()
+    low = data["y"] < 30
+    agree = ((data["x"] == "a") == low).mean()
+    assert agree > 0.95, agree
+    fidelity = result.fidelity()
+    assert set(fidelity["marginal"]) >= {"x", "y", "x x y"}
+
+
+def test_explain_synthesis_spends_nothing() -> None:
+    session = dp.Session.from_pandas(people(), privacy_unit="uid", budget=dp.ZCDP(1.0), rng=1)
+    text = session.explain_synthesis(budget=0.5, method="mst", domains=DOMAINS, max_rows=2)
+    assert "MST over 3 columns" in text and "sigma" in text
+    assert len(session.history) == 0
+
+
+def test_multi_table_source() -> None:
+    frame = people(100)
+    users = pd.DataFrame({"uid": np.arange(100), "group": np.arange(100) % 2})
+    session = dp.Session.from_tables(
+        {"visits": frame, "users": users},
+        privacy_unit={"visits": "uid", "users": "uid"},
+        budget=dp.ZCDP(1.0),
+        rng=1,
+    )
+    source = dp.Query.from_table("visits").join("users", on="uid", truncate=1)
+    result = session.synthesize(
+        budget=0.5,
+        method="mst",
+        domains={**DOMAINS, "group": [0, 1]},
+        columns=["x", "y", "group"],
+        source=source,
+        max_rows=2,
+    )
+    assert list(result.data.columns) == ["x", "y", "group"]
+    assert len(session.history) == 1
+
+
+# ------------------------------------------------------------------ domains found privately
+def test_domains_found_privately_inside_the_one_charge() -> None:
+    session = dp.Session.from_pandas(
+        people(300), privacy_unit="uid", budget=dp.ApproxDP(3.0, 1e-6), rng=1
+    )
+    text = session.explain_synthesis(budget=0.5, method="mst", columns=["x", "y"], max_rows=2)
+    assert "found privately" in text
+    result = session.synthesize(budget=0.5, method="mst", columns=["x", "y"], max_rows=2)
+    root = [r for r in session.history if r.scope == "root"]
+    assert len(root) == 1  # the Session is charged once, rho and key-selection delta
+    assert root[0].amount[0] > 0 and root[0].amount[1] > 0
+    assert set(result.data["x"].dropna()) <= {"a", "b", "c"}
+    assert any("found by private key selection" in n for n in result.notes)
+    assert any("found privately" in n for n in result.notes)  # y's range
+    assert session.remaining_selection_delta < 0.5e-6
+
+
+def test_numeric_range_found_privately_in_a_zcdp_session() -> None:
+    session = dp.Session.from_pandas(people(300), privacy_unit="uid", budget=dp.ZCDP(2.0), rng=1)
+    result = session.synthesize(
+        budget=1.0, method="mst", columns=["x", "y"], domains={"x": ["a", "b", "c"]}, max_rows=2
+    )
+    y = result.data["y"].dropna()
+    assert y.min() >= 0 and y.max() <= 127  # the occupied power-of-two bins of 0..59
+    assert len([r for r in session.history if r.scope == "root"]) == 1
+
+
+def test_a_date_without_bounds_is_refused() -> None:
+    frame = pd.DataFrame({"d": [dt.date(2024, 1, i + 1) for i in range(20)], "x": ["a"] * 20})
+    session = dp.Session.from_pandas(frame, budget=dp.ApproxDP(1.0, 1e-6), rng=1)
+    with pytest.raises(dp.InvalidParameter, match="needs public bounds"):
+        session.synthesize(budget=0.5, method="mst")
+    assert len(session.history) == 0
