@@ -481,4 +481,5 @@ def _measure_and_sample(
         labels=labels,
         notes=tuple(notes),
         codes=coded,
+        codings=tuple(codings),
     )

@@ -99,6 +99,17 @@ class ColumnCode:
         """A readable label per code, for reports."""
         if self.categorical:
             out = [str(v) for v in self.values]
+        elif self.width:
+            # Whole numbers (or days): inclusive ranges, never past the upper bound.
+            out = []
+            for i in range(self.bins):
+                start = self.low + i * self.width
+                stop = min(start + self.width - 1, self.high)
+                out.append(
+                    _show(start, self)
+                    if start == stop
+                    else f"{_show(start, self)} to {_show(stop, self)}"
+                )
         else:
             edges = self.edges()
             out = [
@@ -108,7 +119,7 @@ class ColumnCode:
 
     def edges(self) -> list[float]:
         if self.width:
-            return [self.low + i * self.width for i in range(self.bins)] + [self.high + 1]
+            return [self.low + i * self.width for i in range(self.bins)] + [self.high]
         step = (self.high - self.low) / self.bins
         return [self.low + i * step for i in range(self.bins)] + [self.high]
 
@@ -148,8 +159,10 @@ def _typed(values: npt.NDArray[Any], column: ColumnCode, null: npt.NDArray[np.bo
             return out.astype("float64")
         if category == "boolean":
             return out.astype("boolean")
-        if category in ("date", "timestamp", "timestamptz"):
+        if category in ("date", "timestamp"):
             return pd.to_datetime(out)
+        if category == "timestamptz":
+            return pd.to_datetime(out, utc=True)  # the schema's type, even if all NULL
         return out
     if category == "integer":
         series = pd.Series(np.round(values).astype(np.int64)).astype("Int64")
@@ -226,8 +239,18 @@ def _code_of(name: str, type_name: str, spec: object, owner: str) -> ColumnCode:
                 f"{owner}: the bounds of {name!r} must satisfy low < high; got "
                 f"({spec.low!r}, {spec.high!r})."
             )
+        if category in ("integer", "date", "decimal") and max(abs(low), abs(high)) > 2**53:
+            raise InvalidParameter(
+                f"{owner}: the bounds of {name!r} must lie within +-2^53 (synthetic values "
+                f"are drawn as float64); got ({spec.low!r}, {spec.high!r})."
+            )
         if category in ("integer", "date"):
             low, high = float(math.ceil(low)), float(math.floor(high))
+            if not low < high:
+                raise InvalidParameter(
+                    f"{owner}: the bounds of {name!r} hold fewer than two whole values; got "
+                    f"({spec.low!r}, {spec.high!r})."
+                )
             span = int(high - low) + 1
             width = max(1, -(-span // spec.bins))
             bins = -(-span // width)
@@ -242,6 +265,16 @@ def _code_of(name: str, type_name: str, spec: object, owner: str) -> ColumnCode:
                 nulls=spec.nulls,
             )
         else:
+            step = (high - low) / spec.bins
+            if not (
+                math.isfinite(high - low)
+                and step >= 2**-1000
+                and math.isfinite(spec.bins / (high - low))
+            ):
+                raise InvalidParameter(
+                    f"{owner}: the bins of {name!r} would be too narrow or too wide to compute "
+                    f"(bounds ({spec.low!r}, {spec.high!r}), {spec.bins} bins)."
+                )
             code = ColumnCode(
                 name, type_name, category, low=low, high=high, bins=spec.bins, nulls=spec.nulls
             )

@@ -19,6 +19,7 @@ import pandas as pd  # type: ignore[import-untyped]
 
 from dpkit.accounting.guarantees import Guarantee
 from dpkit.errors import InvalidParameter
+from dpkit.synth._columns import ColumnCode
 from dpkit.synth._domain import Domain, Measurement
 
 __all__ = ["SyntheticData"]
@@ -33,6 +34,35 @@ def _marginal(
     index = [domain.index(c) for c in columns]
     cells = np.ravel_multi_index(tuple(codes[:, i] for i in index), shape)
     return np.bincount(cells, minlength=math.prod(shape)).astype(np.float64).reshape(shape)
+
+
+def _recode(frame: pd.DataFrame, codings: Sequence[ColumnCode]) -> npt.NDArray[np.int64]:
+    """Codes of a DataFrame's rows in Python (evaluation only; the private path codes
+    in SQL). Rows a ``nulls=False`` column would drop get the last code here."""
+    out = np.empty((len(frame), len(codings)), dtype=np.int64)
+    for j, c in enumerate(codings):
+        column = frame[c.name]
+        missing = column.isna().to_numpy()
+        last = c.size - 1
+        if c.categorical:
+            index = {v: i for i, v in enumerate(c.values)}
+            codes = np.array([index.get(v, last) for v in column.astype(object)], dtype=np.int64)
+        else:
+            if c.category in ("date", "timestamp", "timestamptz"):
+                unit = "D" if c.category == "date" else "us"
+                values = pd.to_datetime(column).to_numpy().astype(f"datetime64[{unit}]")
+                numbers = values.astype(np.int64).astype(np.float64)
+            else:
+                numbers = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64)
+            missing = missing | np.isnan(numbers)
+            if c.width:
+                index = np.floor((np.nan_to_num(numbers) - c.low) / c.width)
+            else:
+                index = np.floor((np.nan_to_num(numbers) - c.low) * c.bins / (c.high - c.low))
+            codes = np.clip(index, 0, c.bins - 1).astype(np.int64)
+        codes[missing] = last
+        out[:, j] = codes
+    return out
 
 
 @dataclass(frozen=True)
@@ -62,6 +92,7 @@ class SyntheticData:
     labels: dict[str, list[str]]
     notes: tuple[str, ...] = ()
     codes: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
+    codings: tuple[ColumnCode, ...] = ()
 
     def fidelity(self) -> pd.DataFrame:
         """Per measurement: the L1 distance between the synthetic table's marginal and
@@ -90,25 +121,30 @@ class SyntheticData:
         return pd.DataFrame(rows)
 
     def compare_with_real(
-        self, real: pd.DataFrame, columns: Sequence[Sequence[str]]
+        self, real: pd.DataFrame, marginals: Sequence[Sequence[str]]
     ) -> pd.DataFrame:
         """NOT PRIVATE -- for evaluation on data you may look at: the L1 distance
-        between normalised marginals of ``real`` and of the synthetic table, per
-        marginal in ``columns`` (compared on the values as given, after the same
-        coding is not applied: use it on tables whose values are the domain's)."""
+        between the normalised marginals of ``real`` and of the synthetic table over
+        the run's codes (the same categories and bins), per marginal in ``marginals``.
+        Every row says ``private = False``."""
+        if not self.codings:
+            raise InvalidParameter("compare_with_real: this result has no column codings.")
+        real_codes = _recode(real, self.codings)
+        synthetic_codes = _recode(self.data, self.codings)
+        domain = Domain(tuple(c.name for c in self.codings), tuple(c.size for c in self.codings))
         rows = []
-        for marginal in columns:
-            names = list(marginal)
+        for marginal in marginals:
+            names = tuple(marginal)
             for name in names:
-                if name not in real.columns or name not in self.data.columns:
+                if name not in domain.names:
                     raise InvalidParameter(f"compare_with_real: unknown column {name!r}.")
-            a = real[names].astype(str).value_counts(normalize=True)
-            b = self.data[names].astype(str).value_counts(normalize=True)
-            joined = pd.concat([a, b], axis=1).fillna(0.0)
+            a = _marginal(real_codes, domain, names)
+            b = _marginal(synthetic_codes, domain, names)
+            a, b = a / max(a.sum(), 1.0), b / max(b.sum(), 1.0)
             rows.append(
                 {
                     "marginal": " x ".join(names),
-                    "l1_vs_real": float((joined.iloc[:, 0] - joined.iloc[:, 1]).abs().sum()),
+                    "l1_vs_real": float(np.abs(a - b).sum()),
                     "private": False,
                 }
             )
@@ -122,12 +158,15 @@ class SyntheticData:
         """Write the synthetic table as Parquet."""
         self.data.to_parquet(path, index=False)
 
-    def to_html(self, title: str = "dpkit synthetic data") -> str:
+    def to_html(
+        self, title: str = "dpkit synthetic data", real_comparison: pd.DataFrame | None = None
+    ) -> str:
         """The fidelity report as one HTML page (inline plots; private: it reads the
-        synthetic table and the noisy measurements only)."""
+        synthetic table and the noisy measurements only). ``real_comparison`` -- the
+        output of :meth:`compare_with_real`, NOT private -- adds a section marked so."""
         from dpkit.synth._report import html_report
 
-        return html_report(self, title)
+        return html_report(self, title, real_comparison)
 
     def summary(self) -> str:
         """A few lines: method, size, guarantee, measurements."""

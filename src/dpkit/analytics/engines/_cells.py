@@ -20,6 +20,7 @@ person are dropped (they belong to nobody the guarantee could protect).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +31,7 @@ import numpy.typing as npt
 from dpkit.analytics._canonical import key_category, to_engine
 from dpkit.analytics._plan import PartScope
 from dpkit.analytics.engines._hash import TypedPart
+from dpkit.errors import InternalError
 
 __all__ = ["CellSpec", "cell_counts", "cell_counts_sql"]
 
@@ -46,6 +48,10 @@ class CellSpec:
 
 
 def _literal(x: float) -> str:
+    # Only finite numbers are written into SQL (repr(inf) is 'inf', which SQL would
+    # read as a column name); the codings refuse bounds that would need one.
+    if not math.isfinite(x):
+        raise InternalError("a non-finite number reached the SQL of a coded table.")
     return f"CAST({float(x)!r} AS DOUBLE)"
 
 
@@ -56,15 +62,20 @@ def _code_sql(engine: Any, column: Any, types: dict[str, str], i: int) -> tuple[
     if column.categorical:
         # A LEFT JOIN on a VALUES table of (canonical key, code): the engine compares.
         return f"coalesce(__d{i}.__c, {null_code})", f"__d{i}"
-    x = f"CAST({canon} AS DOUBLE)"
     last = column.bins - 1
     if column.width:
-        index = engine.int_div(f"(CAST({canon} AS BIGINT) - {int(column.low)})", str(column.width))
+        # Integer-like bins: clamp in the column's own type first, so the arithmetic
+        # only ever sees values inside the public bounds (|bounds| <= 2^53, checked by
+        # the coding): no row value can overflow it (a BIGINT near 2^63, a UBIGINT).
+        low, high = int(column.low), int(column.high)
+        clamped = f"CAST(least(greatest({canon}, {low}), {high}) AS BIGINT)"
+        code = f"CAST({engine.int_div(f'({clamped} - {low})', str(column.width))} AS INTEGER)"
     else:
+        x = f"CAST({canon} AS DOUBLE)"
         scale = column.bins / (column.high - column.low)
         index = f"floor(({x} - {_literal(column.low)}) * {_literal(scale)})"
-    # Clamped into [0, bins - 1]: values outside the public bounds go to the end bins.
-    code = f"CAST(least(greatest({index}, 0), {last}) AS INTEGER)"
+        # Clamped into [0, bins - 1] before the cast (+-inf and huge values too).
+        code = f"CAST(least(greatest({index}, 0), {last}) AS INTEGER)"
     return f"(CASE WHEN {canon} IS NULL THEN {null_code} ELSE {code} END)", None
 
 
