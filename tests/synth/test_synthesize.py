@@ -62,9 +62,7 @@ def test_large_bound_gives_the_exact_contingency_table() -> None:
 
 
 def test_nulls_unlisted_values_and_clamping() -> None:
-    frame = pd.DataFrame(
-        {"c": ["a", "b", None, "zz", "a"], "v": [-5.0, 0.5, np.nan, 20.0, 1.0]}
-    )
+    frame = pd.DataFrame({"c": ["a", "b", None, "zz", "a"], "v": [-5.0, 0.5, np.nan, 20.0, 1.0]})
     session = dp.Session.from_pandas(frame, budget=dp.ZCDP(1.0), rng=1)
     domains: dict[str, object] = {"c": ["a", "b"], "v": Bins(0.0, 1.0, 2)}
     _, codes, counts = _coded(session, domains, k=1)
@@ -109,11 +107,8 @@ def test_mst_steps_add_up_to_at_most_its_budget(k: int) -> None:
     rng = np.random.default_rng(0)
     codes = np.stack([rng.integers(0, s, 500) for s in domain.sizes], axis=1)
     budget = Fraction(1, 7)
-    data = PrivateMarginals(
-        codes, np.ones(500, dtype=np.int64), domain, sensitivity=k, rho=budget, rng=dp.Random.seeded(1)
-    ) if hasattr(dp.Random, "seeded") else PrivateMarginals(
-        codes, np.ones(500, dtype=np.int64), domain, sensitivity=k, rho=budget, rng=dp.as_random(1)
-    )
+    ones = np.ones(500, dtype=np.int64)
+    data = PrivateMarginals(codes, ones, domain, sensitivity=k, rho=budget, rng=dp.as_random(1))
     run_mst(data)
     assert data.spent <= budget
     assert data.spent >= budget * Fraction(999, 1000)  # it uses (nearly) all of it
