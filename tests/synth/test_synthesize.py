@@ -310,3 +310,25 @@ def test_a_date_without_bounds_is_refused() -> None:
     with pytest.raises(dp.InvalidParameter, match="needs public bounds"):
         session.synthesize(budget=0.5, method="mst")
     assert len(session.history) == 0
+
+
+def test_aim_steps_add_up_to_at_most_its_budget_and_anneal() -> None:
+    from dpkit.synth._aim import run_aim
+
+    domain = Domain(("a", "b", "c"), (3, 4, 2))
+    rng = np.random.default_rng(1)
+    a = rng.integers(0, 3, 2000)
+    codes = np.stack([a, (a + rng.integers(0, 2, 2000)) % 4, rng.integers(0, 2, 2000)], axis=1)
+    budget = Fraction(1, 2)
+    data = PrivateMarginals(
+        codes, np.ones(2000, dtype=np.int64), domain, sensitivity=2, rho=budget,
+        rng=dp.as_random(2),
+    )  # fmt: skip
+    model, measured = run_aim(data, iterations=200)
+    assert data.spent <= budget
+    assert data.spent >= budget * Fraction(999, 1000)
+    scales = [scale for kind, _, scale, _ in data.steps if kind == "measure"]
+    assert len(measured) == len(scales) >= 3
+    # Annealing: later measurements are at least as precise as the first ones.
+    assert min(scales) < scales[0]
+    assert model.total > 0

@@ -174,8 +174,7 @@ class SynthesisPlan:
             kind = (
                 f"{len(c.values)} public categories"
                 if c.categorical
-                else f"{c.bins} bins over [{c.labels()[0].split(',')[0][1:]}, "
-                f"{c.labels()[c.bins - 1].split(', ')[1][:-1]})"
+                else f"{c.bins} bins over {c.range_text()}"
             )
             lines.append(
                 f"  {c.name}: {kind}" + (", NULL kept" if c.nulls else ", NULL rows dropped")

@@ -106,6 +106,40 @@ def domains_from_options(
     return out
 
 
+def _run_with_progress(session: Any, arguments: dict[str, Any], output: Output) -> Any:
+    """``session.synthesize`` with a progress bar on a terminal (by the share of the
+    budget spent, which AIM reports as ``[NN%]``), or its lines when piped."""
+    import re
+
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    console = output.err
+    if not console.is_terminal:
+        return session.synthesize(
+            **arguments, progress=lambda line: console.print(line, highlight=False, markup=False)
+        )
+    bar = Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.percentage:>3.0f}% of the budget"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
+    with bar:
+        task = bar.add_task("synthesizing", total=100)
+
+        def tell(line: str) -> None:
+            share = re.match(r"\[(\d+)%\] ", line)
+            if share:
+                bar.update(task, completed=int(share.group(1)))
+                line = line[share.end() :]
+            bar.update(task, description=line[:60])
+
+        return session.synthesize(**arguments, progress=tell)
+
+
 def _real_comparison(data: Path, result: Any) -> Any:
     """The non-private evaluation: the real table read directly (no noise)."""
     import pandas as pd  # type: ignore[import-untyped]
@@ -210,9 +244,7 @@ def synth_command(
             output.note(session.explain_synthesis(**arguments))
             output.note("Dry run: nothing was spent.")
             return
-        result = session.synthesize(
-            **arguments, progress=lambda line: output.err.print(line, highlight=False, markup=False)
-        )
+        result = _run_with_progress(session, arguments, output)
         assert output_path is not None
         if output_path.suffix.lower() == ".csv":
             result.to_csv(output_path)

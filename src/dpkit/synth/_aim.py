@@ -128,7 +128,8 @@ def run_aim(
         sensitivity = data.sensitivity * max(candidates.get(c, 1.0) for c in allowed)
         pick = data.select(allowed, score, epsilon=epsilon, score_sensitivity=sensitivity)
         chosen = allowed[pick]
-        tell(f"AIM round {t}: measuring {', '.join(chosen)}")
+        done = float(data.spent / rho)
+        tell(f"[{done:.0%}] AIM round {t}: measuring {', '.join(chosen)}")
         measurement = data.measure_with_sigma(chosen, sigma)
         measured.append(measurement)
         before = estimates[chosen]

@@ -117,6 +117,10 @@ class ColumnCode:
             ]
         return [*out, "NULL"] if self.nulls else out
 
+    def range_text(self) -> str:
+        """The public bounds, as text (binned columns)."""
+        return f"[{_show(self.low, self)}, {_show(self.high, self)}]"
+
     def edges(self) -> list[float]:
         if self.width:
             return [self.low + i * self.width for i in range(self.bins)] + [self.high]
