@@ -61,7 +61,7 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 
 from dpkit.errors import InsecureRandomWarning, InvalidParameter
 
-__all__ = ["Random", "RandomLike", "as_random", "default_random"]
+__all__ = ["Random", "RandomLike", "as_random", "default_random", "post_processing_generator"]
 
 _KEY_BYTES = 32
 # Bytes of key stream produced per cipher call: large enough to amortise the call,
@@ -287,3 +287,15 @@ def as_random(rng: RandomLike | None = None) -> Random:
         stacklevel=2,
     )
     return Random(hashlib.sha256(b"dpkit-seed/" + material).digest(), secure=False)
+
+
+def post_processing_generator(random: Random) -> np.random.Generator:
+    """A NumPy generator keyed from ``random``, for **post-processing only**.
+
+    Drawing synthetic rows from a model fitted to released measurements
+    (:mod:`dpkit.synth`) needs NumPy's categorical and uniform sampling; whatever it
+    draws is a function of released values and this randomness, so it needs no exact
+    sampler. Never use it for noise: noise goes through :mod:`dpkit.noise`.
+    """
+    seed = np.frombuffer(random.bytes(32), dtype=np.uint32)
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed)))

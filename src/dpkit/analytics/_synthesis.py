@@ -28,16 +28,16 @@ from fractions import Fraction
 from itertools import combinations
 from typing import TYPE_CHECKING
 
-import numpy as np
 import pandas as pd  # type: ignore[import-untyped]
 
-from dpkit.accounting._math.rounding import fraction_up
+from dpkit.accounting._math.rounding import fraction_down, fraction_up
 from dpkit.accounting.guarantees import ZCDP
-from dpkit.analytics._canonical import key_category
+from dpkit.analytics._accounting import calibrate_noise, selection_threshold
 from dpkit.analytics._compile import salt_from
 from dpkit.analytics._fail_closed import run_after_charge
 from dpkit.analytics._synthesis_domains import (
     MAX_DISCOVERED,
+    categorical_names,
     discover,
     discovery_queries,
     discovery_share,
@@ -46,7 +46,7 @@ from dpkit.analytics.engines._cells import CellSpec, bind_cell_counts, cell_coun
 from dpkit.analytics.query import Query
 from dpkit.errors import InvalidParameter
 from dpkit.noise import MAX_SCALE
-from dpkit.random import Random
+from dpkit.random import Random, post_processing_generator
 from dpkit.synth._columns import ColumnCode, code_of, plan_columns
 from dpkit.synth._domain import Domain
 from dpkit.synth._marginals import PrivateMarginals, epsilon_for, sigma_for
@@ -250,12 +250,7 @@ def plan_synthesis(
         for c, n in zip(codings, _names(view._schema, columns, unit), strict=True)
     )
     private = [n for c, n in zip(codings, names, strict=True) if c is None]
-    discovery = discovery_queries(view._schema, private, unit, k, owner)
-    if source is not None:
-        discovery = {
-            n: dataclasses.replace(q, table=source.table, joins=source.joins)
-            for n, q in discovery.items()
-        }
+    discovery_queries(view._schema, private, unit, k, owner)  # refuses what has no way
     # Sizes for the checks below; a domain found privately has at most
     # DISCOVERED_CODES codes (categories) or the default bins.
     sizes = tuple(c.size if c is not None else DISCOVERED_CODES for c in codings)
@@ -278,14 +273,23 @@ def plan_synthesis(
             f"share of the Session's); got {budget!r} in a {session._kind.total!r} Session."
         )
     rho = amount.share
-    share = discovery_share(len(discovery))
+    share = discovery_share(len(private))
     _check_scales(method, rho * (1 - share), len(domain.names), k, owner)
-    delta = Fraction(0)
-    categorical = [n for n in discovery if not _numeric(view._schema[n])]
+    delta, per_query = Fraction(0), None
+    categorical = categorical_names(view._schema, private)
     if categorical:
         delta = _selection_delta(session, amount.charge, categorical, owner)
-    if discovery:
-        _check_discovery_scale(rho * share / len(discovery), k, owner)
+        # Each key selection's delta is fixed now (the reserve's, split evenly; floats
+        # rounded down), and checked to be one a threshold can reach.
+        per_query = fraction_down(Fraction(fraction_down(delta)) / len(categorical))
+    if private:
+        _check_discovery(rho * share / len(private), k, per_query, owner)
+    discovery = discovery_queries(view._schema, private, unit, k, owner, per_query)
+    if source is not None:
+        discovery = {
+            n: dataclasses.replace(q, table=source.table, joins=source.joins)
+            for n, q in discovery.items()
+        }
     charge = (amount.charge,) if session._kind.name != "approx" else (amount.charge, delta)
     return SynthesisPlan(
         method,
@@ -307,10 +311,6 @@ def plan_synthesis(
 
 def _names(schema: Mapping[str, str], columns: Sequence[str] | None, unit: str | None) -> list[str]:
     return [c for c in schema if c != unit] if columns is None else list(columns)
-
-
-def _numeric(type_name: str) -> bool:
-    return key_category(type_name) in ("integer", "double", "decimal")
 
 
 def _selection_delta(
@@ -336,13 +336,25 @@ def _selection_delta(
     return delta
 
 
-def _check_discovery_scale(rho: Fraction, k: int, owner: str) -> None:
+def _check_discovery(rho: Fraction, k: int, delta: float | None, owner: str) -> None:
+    """The domain queries' noise and thresholds exist (checked at a quarter of each
+    query's budget, below what any of its statistics gets, so the real ones exist)."""
+    message = (
+        f"{owner}: the budget (or key-selection delta) is too small to find domains "
+        "privately; give a larger budget or public domains."
+    )
     sigma = sigma_for(rho, k)
     if not math.isfinite(sigma) or sigma > MAX_SCALE:
-        raise InvalidParameter(
-            f"{owner}: the budget is too small to find domains privately; give a larger "
-            "budget or public domains."
-        )
+        raise InvalidParameter(message)
+    if delta is None:
+        return
+    if not 0.0 < delta < 1.0:
+        raise InvalidParameter(message)
+    noise = calibrate_noise("gaussian", rho / 4, 1, k)
+    try:
+        selection_threshold(noise, delta)
+    except InvalidParameter:
+        raise InvalidParameter(message) from None
 
 
 def synthesize(
@@ -444,7 +456,7 @@ def _measure_and_sample(
     k = plan.max_rows
     codes, counts = cell_counts(plan.view._engine, plan.spec(codings))
     data = PrivateMarginals(codes, counts, domain, sensitivity=k, rho=rho, rng=random)
-    sampler = np.random.default_rng(np.frombuffer(random.bytes(32), dtype=np.uint32))
+    sampler = post_processing_generator(random)
     labels = {c.name: c.labels() for c in codings}
     if plan.method == "mst":
         model, measured, compression = run_mst(data, iterations=iterations, progress=tell)

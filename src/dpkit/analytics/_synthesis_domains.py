@@ -33,7 +33,7 @@ from dpkit.analytics._describe_scales import (
     _magnitude_edges,
     integer_bins,
 )
-from dpkit.analytics.query import Query
+from dpkit.analytics.query import KeySelection, Query
 from dpkit.errors import InvalidParameter
 from dpkit.synth._columns import Bins, Categories
 
@@ -48,6 +48,8 @@ MAX_DISCOVERED = 1_000
 DISCOVERY_SHARE = Fraction(1, 20)
 DISCOVERY_MAX = Fraction(3, 10)
 _NUMERIC = ("integer", "double", "decimal")
+#: Found ranges of integer-like columns are clamped into +-LIMIT (the codings' rule).
+LIMIT = float(2**53)
 
 
 def discovery_share(columns: int) -> Fraction:
@@ -55,21 +57,33 @@ def discovery_share(columns: int) -> Fraction:
     return min(DISCOVERY_SHARE * columns, DISCOVERY_MAX) if columns else Fraction(0)
 
 
-def _query(name: str, category: str, unit: str | None, max_rows: int) -> Query:
+def _query(name: str, category: str, unit: str | None, max_rows: int, delta: float | None) -> Query:
     if category in _NUMERIC:
         query = Query().group_by_bins(name, _magnitude_edges(category == "integer"))
         query = query.count_distinct() if unit is not None else query.count()
     else:
-        query = Query().group_by(name, keys="private").count()
+        selection = KeySelection(delta=delta)
+        query = Query().group_by(name, keys="private", selection=selection).count()
     if unit is not None:
         query = query.bound(max_groups=max_rows, max_rows=1)
     return query
 
 
+def categorical_names(schema: dict[str, str], names: Sequence[str]) -> list[str]:
+    """The columns among ``names`` whose domain key selection finds."""
+    return [n for n in names if key_category(schema[n]) not in (*_NUMERIC, None)]
+
+
 def discovery_queries(
-    schema: dict[str, str], names: Sequence[str], unit: str | None, max_rows: int, owner: str
+    schema: dict[str, str],
+    names: Sequence[str],
+    unit: str | None,
+    max_rows: int,
+    owner: str,
+    delta: float | None = None,
 ) -> dict[str, Query]:
-    """The query finding each column's domain (refused here if a type has no way)."""
+    """The query finding each column's domain (refused here if a type has no way);
+    each key selection may cost ``delta`` (fixed here, so the plan is the run)."""
     out = {}
     for name in names:
         category = key_category(schema[name])
@@ -79,7 +93,7 @@ def discovery_queries(
                 f"domains={{{name!r}: (date(2020, 1, 1), date(2025, 1, 1))}}; its domain "
                 "cannot be found privately."
             )
-        out[name] = _query(name, category, unit, max_rows)
+        out[name] = _query(name, category, unit, max_rows, delta)
     return out
 
 
@@ -101,9 +115,15 @@ def _range(result: Any, name: str, category: str, pure: bool) -> Bins | None:
     if not occupied:
         return None
     low, high = edges[occupied[0]], edges[occupied[-1] + 1]
-    if category == "integer":
-        # Integer edges: the occupied bins hold the integers low .. high - 1.
-        high = max(high - 1.0, low + 1.0)
+    if category in ("integer", "decimal"):
+        # Integer edges: the occupied bins hold the integers low .. high - 1. Bounds
+        # of integer-like columns must lie within +-2^53 (dpkit.synth._columns): the
+        # found range is clamped there (post-processing; values beyond are clamped into
+        # the end bins like any value outside the bounds).
+        high = high - 1.0 if category == "integer" else high
+        low, high = (min(max(v, -LIMIT), LIMIT) for v in (low, high))
+        if not low < high:
+            low, high = (high - 1.0, high) if high > -LIMIT else (low, low + 1.0)
     return Bins(low, high)
 
 

@@ -35,6 +35,7 @@ import copy
 import dataclasses
 import hashlib
 import json
+import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
@@ -1317,7 +1318,10 @@ class Session:
         split (the same concurrent-composition argument; its name is random, so every
         reserve is a new one and is charged)."""
         kind = self._kind.part(charge)
-        name = f"{self._scope}/reserve:{self._random.spawn(1)[0].bytes(12).hex()}"
+        # Named from the OS's randomness, not the Session's generator: two Sessions seeded
+        # alike on one ledger must not name the same reserve (opening an existing one
+        # charges nothing and would hand out a spent budget).
+        name = f"{self._scope}/reserve:{secrets.token_hex(16)}"
         scope = f"{name}/run"
         failed = False
         try:

@@ -181,6 +181,9 @@ def check_writable(path: Path | None, option: str) -> None:
     charged; issue 28). ``None`` and ``-`` (standard output) pass."""
     if path is None or str(path) == "-":
         return
+    if path.is_symlink() and not path.exists():
+        # A dangling link passes exists() = False; writing through it fails later.
+        raise InvalidParameter(f"{option}: {str(path)!r} is a link to nothing; give a file name.")
     folder = path.parent if str(path.parent) else Path(".")
     if path.is_dir():
         raise InvalidParameter(f"{option}: {str(path)!r} is a folder; give a file name.")

@@ -32,12 +32,17 @@ from dpkit.errors import DPError, InsecureRandomWarning, InvalidParameter
 __all__ = ["synth_command"]
 
 
-def _number(text: str, option: str) -> Any:
-    text = text.strip()
+def _number(value: object, option: str) -> Any:
+    """A bound from the command line or JSON: a number or an ISO date (text)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise InvalidParameter(f"{option}: {value!r} is not a number or an ISO date.")
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
     for parse in (int, float, date.fromisoformat):
         try:
             return parse(text)
-        except ValueError:
+        except (ValueError, OverflowError):
             continue
     raise InvalidParameter(f"{option}: {text!r} is not a number or an ISO date.")
 
@@ -61,17 +66,21 @@ def domains_from_options(
             raise InvalidParameter("--domains: the file must hold a JSON object {column: domain}.")
         for name, spec in loaded.items():
             if isinstance(spec, dict):
-                try:
-                    out[name] = Bins(
-                        _number(str(spec["low"]), "--domains"),
-                        _number(str(spec["high"]), "--domains"),
-                        int(spec.get("bins", 32)),
-                        bool(spec.get("nulls", True)),
-                    )
-                except (KeyError, TypeError, ValueError):
+                bins, nulls = spec.get("bins", 32), spec.get("nulls", True)
+                if isinstance(bins, bool) or not isinstance(bins, int):
+                    raise InvalidParameter(f"--domains: bins of {name!r} must be an integer.")
+                if not isinstance(nulls, bool):
+                    raise InvalidParameter(f"--domains: nulls of {name!r} must be true or false.")
+                if "low" not in spec or "high" not in spec:
                     raise InvalidParameter(
                         f"--domains: {name!r} must give low and high (and optionally bins, nulls)."
-                    ) from None
+                    )
+                out[name] = Bins(
+                    _number(spec["low"], "--domains"),
+                    _number(spec["high"], "--domains"),
+                    bins,
+                    nulls,
+                )
             elif (
                 isinstance(spec, list)
                 and len(spec) == 2
@@ -104,6 +113,19 @@ def domains_from_options(
                 raise InvalidParameter(f"--bounds {item!r}: BINS must be an integer.") from None
         out[name.strip()] = Bins(low, high, bins)
     return out
+
+
+def _check_distinct(data: Path, *outputs: Path | str | None) -> None:
+    """The input and the outputs are different files (a report written over the table,
+    or the table over its own input, would lose data after the charge)."""
+    seen = {data.resolve(): "DATA"}
+    for option, path in zip(("--output", "--report", "--json"), outputs, strict=True):
+        if path is None or str(path) == "-":
+            continue
+        resolved = Path(path).resolve()
+        if resolved in seen:
+            raise InvalidParameter(f"{option} is the same file as {seen[resolved]}; give another.")
+        seen[resolved] = option
 
 
 def _run_with_progress(session: Any, arguments: dict[str, Any], output: Output) -> Any:
@@ -159,7 +181,9 @@ def synth_command(
     ] = None,
     method: Annotated[str, typer.Option(help="aim (default) or mst.")] = "aim",
     epsilon: Annotated[float | None, typer.Option(help="Total epsilon (default 1.0).")] = None,
-    delta: Annotated[float, typer.Option(help="Total delta (with --epsilon).")] = 1e-6,
+    delta: Annotated[
+        float | None, typer.Option(help="Total delta with --epsilon (default 1e-6).")
+    ] = None,
     rho: Annotated[float | None, typer.Option(help="A zCDP budget instead.")] = None,
     privacy_unit: Annotated[
         str | None, typer.Option(help="Column identifying a person (default: one row each).")
@@ -204,17 +228,17 @@ def synth_command(
 
     output = Output(json_out)
     try:
-        if rho is not None and epsilon is not None:
+        if rho is not None and (epsilon is not None or delta is not None):
             raise InvalidParameter("Give either --rho (zCDP) or --epsilon/--delta, not both.")
-        budget = (
-            ZCDP(rho) if rho is not None else ApproxDP(1.0 if epsilon is None else epsilon, delta)
-        )
+        eps = 1.0 if epsilon is None else epsilon
+        budget = ZCDP(rho) if rho is not None else ApproxDP(eps, 1e-6 if delta is None else delta)
         if compare_with_real and report is None:
             raise InvalidParameter("--compare-with-real adds a section to --report; give it.")
         if not dry_run and output_path is None:
             raise InvalidParameter("Give --output PATH (.parquet or .csv), or --dry-run.")
         if output_path is not None and output_path.suffix.lower() not in (".parquet", ".csv"):
             raise InvalidParameter("--output must end in .parquet or .csv.")
+        _check_distinct(data, output_path, report, json_out)
         check_writable(output_path, "--output")
         check_writable(report, "--report")
         check_writable(None if json_out in (None, "-") else Path(str(json_out)), "--json")
@@ -230,7 +254,6 @@ def synth_command(
                 budget=budget,
                 ledger=ledger,
                 rng=seed,
-                selection_delta=0.0 if isinstance(budget, ApproxDP) else None,
             )
         arguments: dict[str, Any] = {
             "budget": "remaining",

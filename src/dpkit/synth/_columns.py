@@ -136,13 +136,12 @@ class ColumnCode:
             return _typed(values, self, null)
         safe = np.where(null, 0, codes)
         if self.width:
-            start = self.low + safe * self.width
+            # Whole numbers in int64 (bounds within +-2^53: exact, no float rounding).
+            start = int(self.low) + safe.astype(np.int64) * self.width
             stop = np.minimum(start + self.width, int(self.high) + 1)
-            drawn = rng.integers(start.astype(np.int64), stop.astype(np.int64)).astype(np.float64)
-        else:
-            step = (self.high - self.low) / self.bins
-            drawn = self.low + (safe + rng.random(len(codes))) * step
-            drawn = np.minimum(drawn, self.high)
+            return _typed(rng.integers(start, stop), self, null)
+        step = (self.high - self.low) / self.bins
+        drawn = np.minimum(self.low + (safe + rng.random(len(codes))) * step, self.high)
         return _typed(drawn, self, null)
 
 
@@ -169,7 +168,8 @@ def _typed(values: npt.NDArray[Any], column: ColumnCode, null: npt.NDArray[np.bo
             return pd.to_datetime(out, utc=True)  # the schema's type, even if all NULL
         return out
     if category == "integer":
-        series = pd.Series(np.round(values).astype(np.int64)).astype("Int64")
+        whole = values if values.dtype.kind == "i" else np.round(values).astype(np.int64)
+        series = pd.Series(whole).astype("Int64")
         series[null] = pd.NA
         return series
     if category in ("double", "decimal"):
@@ -178,7 +178,8 @@ def _typed(values: npt.NDArray[Any], column: ColumnCode, null: npt.NDArray[np.bo
         return series
     # Dates and timestamps: the canonical number line is days or microseconds.
     unit = "D" if category == "date" else "us"
-    series = pd.Series(pd.to_datetime(np.floor(values).astype(np.int64), unit=unit))
+    whole = values if values.dtype.kind == "i" else np.floor(values).astype(np.int64)
+    series = pd.Series(pd.to_datetime(whole, unit=unit))
     if category == "timestamptz":
         series = series.dt.tz_localize("UTC")
     series[null] = pd.NaT
@@ -201,9 +202,13 @@ def _number(value: Any, category: str, what: str) -> float:
         return float(to_engine(value, category))
     if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
         raise InvalidParameter(f"{what} must be a finite number; got {value!r}.")
-    if not math.isfinite(float(value)):
+    try:
+        number = float(value)
+    except OverflowError:
+        raise InvalidParameter(f"{what} must be a finite float64; got {value!r}.") from None
+    if not math.isfinite(number):
         raise InvalidParameter(f"{what} must be a finite number; got {value!r}.")
-    return float(value)
+    return number
 
 
 def _code_of(name: str, type_name: str, spec: object, owner: str) -> ColumnCode:

@@ -45,6 +45,7 @@ from dpkit.synth._loss import (
     targets,
 )
 from dpkit.synth._propagation import BeliefPropagation
+from dpkit.synth._sampling import sample_tree
 
 __all__ = ["GraphicalModel", "estimate", "junction_tree_cells"]
 
@@ -126,10 +127,8 @@ class GraphicalModel:
         """Draw ``rows`` records, codes per column in domain order.
 
         Forward sampling along the junction tree with rounded expected counts; see
-        :func:`dpkit.synth._sampling.sample_tree` for the scheme.
+        ``_sampling`` for the scheme.
         """
-        from dpkit.synth._sampling import sample_tree
-
         if not isinstance(rows, int | np.integer) or isinstance(rows, bool) or rows < 0:
             raise InvalidParameter.for_parameter(
                 "rows", "GraphicalModel.sample", "a non-negative integer", rows
