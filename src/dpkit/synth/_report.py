@@ -4,14 +4,14 @@ Everything in it is computed from the synthetic table and the run's noisy measur
 (released values), so the report is private and free: per measured marginal, the L1
 distance between the synthetic and the measured distribution next to the noise's own
 size; the 1-way marginals side by side; and, over the measured pairs, Cramer's V of
-the synthetic table against that of the measurement (a dependence heatmap). A real-data
-comparison is not made here (see :meth:`SyntheticData.compare_with_real`).
+the synthetic table against that of the measurement (a dependence heatmap). The plots
+are inline SVG written here (no plotting library). A real-data comparison is not made
+here (see :meth:`SyntheticData.compare_with_real`).
 """
 
 from __future__ import annotations
 
 import html
-import io
 import math
 from typing import TYPE_CHECKING
 
@@ -24,15 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = ["html_report"]
 
-
-def _svg(figure: object) -> str:
-    buffer = io.StringIO()
-    figure.savefig(buffer, format="svg", bbox_inches="tight")  # type: ignore[attr-defined]
-    import matplotlib.pyplot as plt
-
-    plt.close(figure)  # type: ignore[arg-type]
-    text = buffer.getvalue()
-    return text[text.index("<svg") :]
+FloatArray = npt.NDArray[np.float64]
 
 
 def _cramers_v(table: npt.NDArray[np.float64]) -> float:
@@ -47,12 +39,37 @@ def _cramers_v(table: npt.NDArray[np.float64]) -> float:
     return math.sqrt(chi2 / (n * (min(table.shape) - 1)))
 
 
+def _bars_svg(title: str, labels: list[str], measured: FloatArray, synthetic: FloatArray) -> str:
+    """Two bars per code (measured, synthetic), as an inline SVG written by hand."""
+    width, height, top, bottom = 640, 170, 22, 40
+    n = max(len(labels), 1)
+    slot = (width - 20) / n
+    peak = max(float(measured.max(initial=0.0)), float(synthetic.max(initial=0.0)), 1e-12)
+    scale = (height - top - bottom) / peak
+    body = [f'<text x="10" y="15" font-size="12">{html.escape(title)}</text>']
+    for i, label in enumerate(labels):
+        x = 10 + i * slot
+        for j, (value, colour) in enumerate(((measured[i], "#7aa6d8"), (synthetic[i], "#e39b4b"))):
+            h = max(float(value), 0.0) * scale
+            y = height - bottom - h
+            body.append(
+                f'<rect x="{x + j * slot * 0.42:.1f}" y="{y:.1f}" width="{slot * 0.4:.1f}" '
+                f'height="{h:.1f}" fill="{colour}"><title>{html.escape(label)}: '
+                f"{'measured' if j == 0 else 'synthetic'} {float(value):.4f}</title></rect>"
+            )
+        if n <= 24:
+            body.append(
+                f'<text x="{x + slot / 2:.1f}" y="{height - bottom + 12}" font-size="8" '
+                f'text-anchor="middle">{html.escape(label[:10])}</text>'
+            )
+    body.append(
+        f'<text x="10" y="{height - 6}" font-size="9"><tspan fill="#7aa6d8">&#9632; measured '
+        '(noisy)</tspan> <tspan fill="#e39b4b">&#9632; synthetic</tspan></text>'
+    )
+    return f'<svg width="{width}" height="{height}" role="img">' + "".join(body) + "</svg>"
+
+
 def _oneway_plots(result: SyntheticData) -> list[str]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     from dpkit.synth._result import _marginal
 
     out = []
@@ -62,27 +79,22 @@ def _oneway_plots(result: SyntheticData) -> list[str]:
             continue
         (name,) = m.columns
         measured = np.clip(m.values, 0, None)
-        measured = measured / max(measured.sum(), 1.0)
+        measured = measured / max(float(measured.sum()), 1.0)
         synthetic = _marginal(result.codes, result.domain, m.columns) / n
-        labels = result.labels.get(name, [str(i) for i in range(len(measured))])
-        figure, axis = plt.subplots(figsize=(6, 2.4))
-        x = np.arange(len(measured))
-        axis.bar(x - 0.2, measured, width=0.4, label="measured (noisy)")
-        axis.bar(x + 0.2, synthetic, width=0.4, label="synthetic")
-        axis.set_title(name)
-        if len(labels) <= 20:
-            axis.set_xticks(x, labels, rotation=45, ha="right", fontsize=7)
-        axis.legend(fontsize=7)
-        out.append(_svg(figure))
+        labels = result.labels.get(name, [])
+        if len(labels) != len(measured):
+            labels = [str(i) for i in range(len(measured))]
+        out.append(_bars_svg(name, labels, measured, synthetic))
     return out
 
 
+def _colour(v: float) -> str:
+    shade = int(255 - 200 * min(max(v, 0.0), 1.0))
+    return f"rgb({shade},{shade},255)"
+
+
 def _dependence_heatmap(result: SyntheticData) -> str | None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    """Cramer's V of each measured pair: above the diagonal measured, below synthetic."""
     from dpkit.synth._result import _marginal
 
     pairs = [m for m in result.measurements if len(m.columns) == 2]
@@ -90,18 +102,33 @@ def _dependence_heatmap(result: SyntheticData) -> str | None:
         return None
     names = list(result.domain.names)
     index = {c: i for i, c in enumerate(names)}
-    grid = np.full((len(names), len(names)), np.nan)
+    cell, left = 22, 120
+    size = left + cell * len(names) + 10
+    body = []
     for m in pairs:
-        a, b = (index[c] for c in m.columns)
-        grid[a, b] = _cramers_v(m.values)  # measured: upper/left
-        grid[b, a] = _cramers_v(_marginal(result.codes, result.domain, m.columns))
-    figure, axis = plt.subplots(figsize=(6, 5))
-    image = axis.imshow(grid, vmin=0, vmax=1, cmap="viridis")
-    axis.set_xticks(range(len(names)), names, rotation=90, fontsize=7)
-    axis.set_yticks(range(len(names)), names, fontsize=7)
-    axis.set_title("Cramer's V of measured pairs: row < column measured, row > column synthetic")
-    figure.colorbar(image)
-    return _svg(figure)
+        a, b = sorted(index[c] for c in m.columns)
+        synthetic = _marginal(result.codes, result.domain, m.columns)
+        values = [
+            (a, b, _cramers_v(m.values), "measured"),
+            (b, a, _cramers_v(synthetic), "synthetic"),
+        ]
+        for row, col, v, what in values:
+            body.append(
+                f'<rect x="{left + col * cell}" y="{left + row * cell}" width="{cell - 1}" '
+                f'height="{cell - 1}" fill="{_colour(v)}"><title>{html.escape(names[row])} x '
+                f"{html.escape(names[col])}, {what}: V = {v:.3f}</title></rect>"
+            )
+    for i, name in enumerate(names):
+        label = html.escape(name[:18])
+        body.append(
+            f'<text x="{left - 4}" y="{left + i * cell + 15}" font-size="9" '
+            f'text-anchor="end">{label}</text>'
+        )
+        x, y = left + i * cell + 14, left - 4
+        body.append(
+            f'<text x="{x}" y="{y}" font-size="9" transform="rotate(-60 {x} {y})">{label}</text>'
+        )
+    return f'<svg width="{size}" height="{size}" role="img">' + "".join(body) + "</svg>"
 
 
 def _real_section(comparison: pd.DataFrame | None) -> str:
@@ -118,6 +145,16 @@ def _real_section(comparison: pd.DataFrame | None) -> str:
         "do not share this report with anyone who may not see the data.</b></p>"
         "<table><tr><th>marginal</th><th>L1 distance, synthetic vs real</th></tr>"
         f"{rows}</table>"
+    )
+
+
+def _heatmap_section(heatmap: str | None) -> str:
+    if heatmap is None:
+        return ""
+    return (
+        "<h2>Dependence of measured pairs</h2><p>Cramer's V of every measured pair: "
+        "above the diagonal from the noisy measurement, below it from the synthetic table "
+        f"(darker is stronger).</p>{heatmap}"
     )
 
 
@@ -160,7 +197,7 @@ released values, so this comparison costs no privacy. It says how well the model
 what was measured, not how close the table is to the real data.</p>
 <table><tr>{header}</tr>{rows}</table>
 <h2>One-way marginals</h2>{plots}
-{"<h2>Dependence of measured pairs</h2>" + heatmap if heatmap else ""}
+{_heatmap_section(heatmap)}
 {_real_section(real_comparison)}
 </body></html>
 """
