@@ -468,7 +468,9 @@ _WORKERS = {
         import itertools
         # The same domain as the peers': the codes only, no extra code for NULL
         # (the coded table has none); dpkit's default keeps one (nulls=True).
-        domains = {c: dp.synth.Categories(list(range(k)), nulls=False) for c, k in zip(columns, sizes)}
+        domains = {
+            c: dp.synth.Categories(list(range(k)), nulls=False) for c, k in zip(columns, sizes)
+        }
         options = {"workload": list(itertools.combinations(columns, 3))} if method == "aim" else {}
         rng = dp.random.as_random(seed)  # seeded, flagged insecure: fine for a benchmark
         begin = time.perf_counter()

@@ -9,10 +9,8 @@ range is decided by post-processing of the releases before it (issue 28): see
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 from scipy.stats import norm
@@ -28,12 +26,13 @@ from dpkit.analytics._describe_common import (
 from dpkit.analytics._describe_scales import (
     RANGE_FALLBACK_WINDOWS,
     RANGE_WINDOWS,
+    _occupied,
+    _range_z,
     _Scale,
     _whole_days,
     consistent_order_statistics,
     integer_bins,
     is_integer_type,
-    occupied_bins,
 )
 from dpkit.analytics._describe_stages import (
     WITHHOLD_FRACTION,
@@ -85,13 +84,6 @@ ZERO_ONE_Z = 4.5
 #: lies outside {0, 1}: "share of 1" is true up to the stated share; otherwise the mean
 #: is labelled "mean clamped to [0, 1]", true in any case.
 ZERO_ONE_OUTSIDE = 0.05
-#: A bin of the range query is "occupied" when its noisy count of persons exceeds
-#: z standard errors, z chosen so that an empty bin passes with probability about
-#: RANGE_FALSE_POSITIVE: one spurious bin far out would stretch the range (and every
-#: grid on it) by orders of magnitude, so among ~170 bins this must be rare (about 1
-#: column in 20,000). Gaussian noise: z = 5.0; Laplace noise (pure DP, heavier tails):
-#: z = ln(1 / (2 p)) / sqrt(2) = 10.1.
-RANGE_FALSE_POSITIVE = 3e-7
 #: Weight (relative to the count's and the mean's 1) of the count of values outside the
 #: range, in the count-and-mean query.
 OUTSIDE_WEIGHT = 0.5
@@ -584,38 +576,6 @@ def _value_alerts(histogram: HistogramSummary) -> list[str]:
     elif 0.0 in values and counts[values.index(0.0)] >= 0.5 * total:
         alerts.append("mostly zeros")
     return alerts
-
-
-def _occupied(
-    counts: np.ndarray[Any, Any],
-    se: np.ndarray[Any, Any],
-    z: float,
-    passes: Sequence[Sequence[int]],
-    widths: Sequence[int],
-) -> list[int]:
-    """The bins :func:`occupied_bins` marks in any pass (a pass: a subsequence of bins)."""
-    marked: set[int] = set()
-    for kept in passes:
-        index = np.asarray(kept, dtype=np.int64)
-        found = occupied_bins(counts[index], se[index], z, widths)
-        marked.update(int(index[i]) for i in found)
-    return sorted(marked)
-
-
-def _range_z(laplace: bool) -> float:
-    """Standard errors an empty bin's (or window's) noise exceeds with probability
-    RANGE_FALSE_POSITIVE / len(RANGE_WINDOWS): a bin is tested once per narrow window
-    width (occupied_bins), so a column's false-positive rate is RANGE_FALSE_POSITIVE
-    per bin and pass; the second pass over the bins integers fall in (non-integer
-    types) and the fallback windows (tried only when nothing else is found) add at
-    most ``(len(RANGE_WINDOWS) + len(RANGE_FALLBACK_WINDOWS)) / len(RANGE_WINDOWS)``
-    times that: under 1e-6 per bin. Sums of several Laplace noises have lighter tails
-    than one Laplace noise of the same standard error, so the Laplace z is
-    conservative for windows."""
-    p = RANGE_FALSE_POSITIVE / len(RANGE_WINDOWS)
-    if laplace:
-        return math.log(1.0 / (2.0 * p)) / math.sqrt(2.0)
-    return float(norm.isf(p))
 
 
 def _within_noise_of_zero(statistic: Statistic, z: float = INTEGER_CHECK_Z) -> bool:

@@ -14,9 +14,11 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from scipy.stats import norm
 
 from dpkit.analytics.engines import NUMBER_TYPES
 from dpkit.report.model import Statistic
@@ -332,3 +334,44 @@ def occupied_bins(
         for start in hits:
             occupied[start : start + width] = True
     return [int(i) for i in np.flatnonzero(occupied)]
+
+
+#: A bin of the range query is "occupied" when its noisy count of persons exceeds
+#: z standard errors, z chosen so that an empty bin passes with probability about
+#: RANGE_FALSE_POSITIVE: one spurious bin far out would stretch the range (and every
+#: grid on it) by orders of magnitude, so among ~170 bins this must be rare (about 1
+#: column in 20,000). Gaussian noise: z = 5.0; Laplace noise (pure DP, heavier tails):
+#: z = ln(1 / (2 p)) / sqrt(2) = 10.1.
+RANGE_FALSE_POSITIVE = 3e-7
+
+
+def _occupied(
+    counts: np.ndarray[Any, Any],
+    se: np.ndarray[Any, Any],
+    z: float,
+    passes: Sequence[Sequence[int]],
+    widths: Sequence[int],
+) -> list[int]:
+    """The bins :func:`occupied_bins` marks in any pass (a pass: a subsequence of bins)."""
+    marked: set[int] = set()
+    for kept in passes:
+        index = np.asarray(kept, dtype=np.int64)
+        found = occupied_bins(counts[index], se[index], z, widths)
+        marked.update(int(index[i]) for i in found)
+    return sorted(marked)
+
+
+def _range_z(laplace: bool) -> float:
+    """Standard errors an empty bin's (or window's) noise exceeds with probability
+    RANGE_FALSE_POSITIVE / len(RANGE_WINDOWS): a bin is tested once per narrow window
+    width (occupied_bins), so a column's false-positive rate is RANGE_FALSE_POSITIVE
+    per bin and pass; the second pass over the bins integers fall in (non-integer
+    types) and the fallback windows (tried only when nothing else is found) add at
+    most ``(len(RANGE_WINDOWS) + len(RANGE_FALLBACK_WINDOWS)) / len(RANGE_WINDOWS)``
+    times that: under 1e-6 per bin. Sums of several Laplace noises have lighter tails
+    than one Laplace noise of the same standard error, so the Laplace z is
+    conservative for windows."""
+    p = RANGE_FALSE_POSITIVE / len(RANGE_WINDOWS)
+    if laplace:
+        return math.log(1.0 / (2.0 * p)) / math.sqrt(2.0)
+    return float(norm.isf(p))

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from itertools import combinations
-from typing import TYPE_CHECKING
+from typing import Any
 
 import pandas as pd  # type: ignore[import-untyped]
 
@@ -52,8 +52,8 @@ from dpkit.synth._domain import Domain
 from dpkit.synth._marginals import PrivateMarginals, epsilon_for, sigma_for
 from dpkit.synth._result import SyntheticData
 
-if TYPE_CHECKING:
-    from dpkit.analytics.session import Session
+# A dpkit.analytics.session.Session; not imported, as session.py imports this module.
+Session = Any
 
 __all__ = ["SynthesisPlan", "plan_synthesis", "synthesize"]
 
@@ -327,7 +327,7 @@ def _selection_delta(
             f"them as public domains, e.g. domains={{{columns[0]!r}: ['a', 'b']}}."
         )
     left = kind.amount[1] - session._ledger.spent(session._scope)[1]
-    delta = min(rho_charge / kind.amount[0] * kind.amount[1], left)
+    delta = Fraction(min(rho_charge / kind.amount[0] * kind.amount[1], left))
     if delta <= 0:
         raise InvalidParameter(
             f"{owner}: no key-selection delta is left to find the categories of "

@@ -21,24 +21,25 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from dpkit.analytics._canonical import key_category
-from dpkit.analytics._describe_numeric import _occupied, _range_z
 from dpkit.analytics._describe_scales import (
     RANGE_FALLBACK_WINDOWS,
     RANGE_WINDOWS,
     _magnitude_edges,
+    _occupied,
+    _range_z,
     integer_bins,
 )
 from dpkit.analytics.query import KeySelection, Query
 from dpkit.errors import InvalidParameter
 from dpkit.synth._columns import Bins, Categories
 
-if TYPE_CHECKING:
-    from dpkit.analytics.session import Session
+# A dpkit.analytics.session.Session; not imported, as session.py imports this module.
+Session = Any
 
 __all__ = ["DISCOVERY_SHARE", "discover", "discovery_queries"]
 

@@ -81,9 +81,9 @@ from dpkit.analytics._describe_numeric import LOW_CARDINALITY as LOW_CARDINALITY
 from dpkit.analytics._describe_numeric import MEAN_SHARE as MEAN_SHARE
 from dpkit.analytics._describe_numeric import ORDER_SHARE as ORDER_SHARE
 from dpkit.analytics._describe_numeric import PERCENTILES as PERCENTILES
-from dpkit.analytics._describe_numeric import RANGE_FALSE_POSITIVE as RANGE_FALSE_POSITIVE
 from dpkit.analytics._describe_numeric import NumericRunner
-from dpkit.analytics._describe_numeric import _range_z as _range_z
+from dpkit.analytics._describe_scales import RANGE_FALSE_POSITIVE as RANGE_FALSE_POSITIVE
+from dpkit.analytics._describe_scales import _range_z as _range_z
 from dpkit.analytics._describe_scales import consistent_order_statistics, is_integer_type
 from dpkit.analytics._describe_stages import (
     MAX_ROWS_LADDER,

@@ -96,8 +96,8 @@ def run_aim(
     # Refits between rounds are warm-started and short (ROUND_SHARE of the iterations);
     # the final fit runs them all. The selection only needs a model close to the
     # measurements, and the refits were 90%+ of AIM's time (measured on Adult).
-    per_round = max(ROUND_MIN, iterations // ROUND_SHARE)
-    model = estimate(domain, measured, iterations=per_round)
+    refit = max(ROUND_MIN, iterations // ROUND_SHARE)
+    model = estimate(domain, measured, iterations=refit)
     cliques: list[tuple[str, ...]] = [(name,) for name in domain.names]
     t = 0
     while True:
@@ -142,7 +142,7 @@ def run_aim(
         before = estimates[chosen]
         if not any(set(chosen) <= set(q) for q in cliques):
             cliques.append(chosen)
-        model = estimate(domain, measured, iterations=per_round, warm_start=model)
+        model = estimate(domain, measured, iterations=refit, warm_start=model)
         if last:
             break
         moved = float(np.abs(model.marginal(chosen) - before).sum())

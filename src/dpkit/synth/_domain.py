@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from dpkit.errors import InvalidParameter
 
-__all__ = ["Domain", "Measurement"]
+__all__ = ["Domain", "Measurement", "marginal_counts"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,3 +80,15 @@ class Measurement:
     columns: tuple[str, ...]
     values: npt.NDArray[np.float64]
     sigma: float
+
+
+def marginal_counts(
+    codes: npt.NDArray[np.int64], domain: Domain, columns: Sequence[str]
+) -> npt.NDArray[np.float64]:
+    """Counts of the rows of ``codes`` (one column per domain column) over ``columns``."""
+    shape = domain.shape(columns)
+    if codes.shape[0] == 0:
+        return np.zeros(shape)
+    index = [domain.index(c) for c in columns]
+    cells = np.ravel_multi_index(tuple(codes[:, i] for i in index), shape)
+    return np.bincount(cells, minlength=math.prod(shape)).astype(np.float64).reshape(shape)

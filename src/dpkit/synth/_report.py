@@ -13,14 +13,31 @@ from __future__ import annotations
 
 import html
 import math
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd  # type: ignore[import-untyped]
 
-if TYPE_CHECKING:
-    from dpkit.synth._result import SyntheticData
+from dpkit.accounting.guarantees import Guarantee
+from dpkit.synth._domain import Domain, Measurement, marginal_counts
+
+
+class SyntheticData(Protocol):
+    """What the report reads of a :class:`dpkit.synth.SyntheticData` (not imported:
+    its ``to_html`` imports this module)."""
+
+    data: pd.DataFrame
+    method: str
+    guarantee: Guarantee
+    measurements: tuple[Measurement, ...]
+    domain: Domain
+    labels: dict[str, list[str]]
+    notes: tuple[str, ...]
+    codes: npt.NDArray[np.int64]
+
+    def fidelity(self) -> pd.DataFrame: ...
+
 
 __all__ = ["html_report"]
 
@@ -70,8 +87,6 @@ def _bars_svg(title: str, labels: list[str], measured: FloatArray, synthetic: Fl
 
 
 def _oneway_plots(result: SyntheticData) -> list[str]:
-    from dpkit.synth._result import _marginal
-
     out = []
     n = max(len(result.data), 1)
     for m in result.measurements:
@@ -80,7 +95,7 @@ def _oneway_plots(result: SyntheticData) -> list[str]:
         (name,) = m.columns
         measured = np.clip(m.values, 0, None)
         measured = measured / max(float(measured.sum()), 1.0)
-        synthetic = _marginal(result.codes, result.domain, m.columns) / n
+        synthetic = marginal_counts(result.codes, result.domain, m.columns) / n
         labels = result.labels.get(name, [])
         if len(labels) != len(measured):
             labels = [str(i) for i in range(len(measured))]
@@ -95,8 +110,6 @@ def _colour(v: float) -> str:
 
 def _dependence_heatmap(result: SyntheticData) -> str | None:
     """Cramer's V of each measured pair: above the diagonal measured, below synthetic."""
-    from dpkit.synth._result import _marginal
-
     pairs = [m for m in result.measurements if len(m.columns) == 2]
     if not pairs:
         return None
@@ -107,7 +120,7 @@ def _dependence_heatmap(result: SyntheticData) -> str | None:
     body = []
     for m in pairs:
         a, b = sorted(index[c] for c in m.columns)
-        synthetic = _marginal(result.codes, result.domain, m.columns)
+        synthetic = marginal_counts(result.codes, result.domain, m.columns)
         values = [
             (a, b, _cramers_v(m.values), "measured"),
             (b, a, _cramers_v(synthetic), "synthetic"),

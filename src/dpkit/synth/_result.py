@@ -20,20 +20,9 @@ import pandas as pd  # type: ignore[import-untyped]
 from dpkit.accounting.guarantees import Guarantee
 from dpkit.errors import InvalidParameter
 from dpkit.synth._columns import ColumnCode
-from dpkit.synth._domain import Domain, Measurement
+from dpkit.synth._domain import Domain, Measurement, marginal_counts
 
 __all__ = ["SyntheticData"]
-
-
-def _marginal(
-    codes: npt.NDArray[np.int64], domain: Domain, columns: Sequence[str]
-) -> npt.NDArray[np.float64]:
-    shape = domain.shape(columns)
-    if codes.shape[0] == 0:
-        return np.zeros(shape)
-    index = [domain.index(c) for c in columns]
-    cells = np.ravel_multi_index(tuple(codes[:, i] for i in index), shape)
-    return np.bincount(cells, minlength=math.prod(shape)).astype(np.float64).reshape(shape)
 
 
 def _recode(frame: pd.DataFrame, codings: Sequence[ColumnCode]) -> npt.NDArray[np.int64]:
@@ -103,7 +92,7 @@ class SyntheticData:
         rows = []
         n = max(len(self.data), 1)
         for m in self.measurements:
-            synthetic = _marginal(self.codes, self.domain, m.columns) / n
+            synthetic = marginal_counts(self.codes, self.domain, m.columns) / n
             measured = np.clip(m.values, 0, None)
             total = measured.sum()
             measured = measured / total if total > 0 else measured
@@ -138,8 +127,8 @@ class SyntheticData:
             for name in names:
                 if name not in domain.names:
                     raise InvalidParameter(f"compare_with_real: unknown column {name!r}.")
-            a = _marginal(real_codes, domain, names)
-            b = _marginal(synthetic_codes, domain, names)
+            a = marginal_counts(real_codes, domain, names)
+            b = marginal_counts(synthetic_codes, domain, names)
             a, b = a / max(a.sum(), 1.0), b / max(b.sum(), 1.0)
             rows.append(
                 {
@@ -166,7 +155,7 @@ class SyntheticData:
         output of :meth:`compare_with_real`, NOT private -- adds a section marked so."""
         from dpkit.synth._report import html_report
 
-        return html_report(self, title, real_comparison)
+        return html_report(self, title, real_comparison)  # type: ignore[arg-type]
 
     def summary(self) -> str:
         """A few lines: method, size, guarantee, measurements."""
