@@ -121,15 +121,16 @@ def run_aim(
         if not allowed:  # nothing fits the model: measure the best 1-way again
             allowed = [(name,) for name in domain.names]
         bias = math.sqrt(2 / math.pi) * sigma
-        estimates = {c: model.marginal(c) for c in allowed}
 
         def score(
             c: tuple[str, ...],
             exact: npt.NDArray[np.float64],
             bias: float = bias,
-            estimates: dict[tuple[str, ...], npt.NDArray[np.float64]] = estimates,
+            model: GraphicalModel = model,
         ) -> float:
-            error = float(np.abs(exact - estimates[c]).sum())
+            # The model's marginal is computed per candidate, not kept for all at once
+            # (memory stays at one candidate's cells).
+            error = float(np.abs(exact - model.marginal(c)).sum())
             return candidates.get(c, 1.0) * (error - bias * domain.cells(c))
 
         sensitivity = data.sensitivity * max(candidates.get(c, 1.0) for c in allowed)
@@ -139,7 +140,7 @@ def run_aim(
         tell(f"[{done:.0%}] AIM round {t}: measuring {', '.join(chosen)}")
         measurement = data.measure_with_sigma(chosen, sigma)
         measured.append(measurement)
-        before = estimates[chosen]
+        before = model.marginal(chosen)
         if not any(set(chosen) <= set(q) for q in cliques):
             cliques.append(chosen)
         model = estimate(domain, measured, iterations=refit, warm_start=model)

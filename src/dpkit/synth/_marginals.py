@@ -41,6 +41,9 @@ from dpkit.synth._domain import Domain, Measurement
 
 __all__ = ["PrivateMarginals", "gaussian_cost", "selection_cost"]
 
+#: Cells of exact marginals kept between rounds (2^25 float64: 256 MiB at most).
+CACHE_CELLS = 2**25
+
 
 def gaussian_cost(sigma: float, sensitivity: int) -> Fraction:
     """Exact zCDP cost ``k^2 / (2 sigma^2)`` of discrete Gaussian noise."""
@@ -92,6 +95,7 @@ class PrivateMarginals:
         self.spent = Fraction(0)
         self._rng = rng
         self._exact: dict[tuple[str, ...], npt.NDArray[np.float64]] = {}
+        self._cached_cells = 0
         self.steps: list[tuple[str, tuple[str, ...], float, Fraction]] = []
 
     @property
@@ -117,8 +121,10 @@ class PrivateMarginals:
                 np.float64
             )
         out = flat.reshape(shape)
-        if len(self._exact) < 4096:
+        # A bounded cache (public sizes only): AIM asks for the same candidates each round.
+        if self._cached_cells + out.size <= CACHE_CELLS:
             self._exact[columns] = out
+            self._cached_cells += out.size
         return out
 
     def recode(self, kept: dict[str, npt.NDArray[np.int64]], domain: Domain) -> None:
@@ -130,6 +136,7 @@ class PrivateMarginals:
             self._codes[:, j] = table[self._codes[:, j]]
         self.domain = domain
         self._exact.clear()
+        self._cached_cells = 0
 
     def measure(self, columns: Sequence[str], rho: Fraction) -> Measurement:
         """The marginal over ``columns`` with discrete Gaussian noise costing <= ``rho``."""
