@@ -332,3 +332,10 @@ def test_aim_steps_add_up_to_at_most_its_budget_and_anneal() -> None:
     # Annealing: later measurements are at least as precise as the first ones.
     assert min(scales) < scales[0]
     assert model.total > 0
+
+
+def test_rows_times_columns_is_bounded_before_the_charge() -> None:
+    session = dp.Session.from_pandas(people(), privacy_unit="uid", budget=dp.ZCDP(1.0), rng=1)
+    with pytest.raises(dp.InvalidParameter, match="rows x columns"):
+        session.synthesize(budget=0.5, method="mst", domains=DOMAINS, rows=10**8)
+    assert len(session.history) == 0

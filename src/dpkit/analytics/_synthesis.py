@@ -62,6 +62,10 @@ METHODS = ("aim", "mst")
 MAX_MARGINAL_CELLS = 2**24
 #: The most rows a synthetic table may have (a public parameter; memory).
 MAX_ROWS = 10**8
+#: ... and the most cells (rows x columns) of its codes: 2^27 int64 codes is 1 GiB. The
+#: default row count (the model's noisy total) is capped here too, so no noise can make
+#: sampling run out of memory after the charge.
+MAX_SAMPLED_CELLS = 2**27
 #: The most codes of a domain found privately (categories beyond are dropped, the
 #: largest noisy counts kept), so that a pair's marginal stays under MAX_MARGINAL_CELLS.
 DISCOVERED_CODES = MAX_DISCOVERED + 1
@@ -250,6 +254,11 @@ def plan_synthesis(
         for c, n in zip(codings, _names(view._schema, columns, unit), strict=True)
     )
     private = [n for c, n in zip(codings, names, strict=True) if c is None]
+    if rows is not None and rows * len(names) > MAX_SAMPLED_CELLS:
+        raise InvalidParameter(
+            f"{owner}: rows x columns must be at most {MAX_SAMPLED_CELLS:,} (memory); got "
+            f"{rows:,} x {len(names)}."
+        )
     discovery_queries(view._schema, private, unit, k, owner)  # refuses what has no way
     # Sizes for the checks below; a domain found privately has at most
     # DISCOVERED_CODES codes (categories) or the default bins.
@@ -439,6 +448,14 @@ def synthesize(
     )
 
 
+def _rows(plan: SynthesisPlan, total: float, columns: int) -> int:
+    """Rows to sample: as asked, or the model's noisy total capped at the cell limit."""
+    if plan.rows is not None:
+        return plan.rows
+    cap = max(1, MAX_SAMPLED_CELLS // columns)
+    return int(min(max(1.0, round(total)), cap)) if math.isfinite(total) else cap
+
+
 def _measure_and_sample(
     plan: SynthesisPlan,
     codings: Sequence[ColumnCode],
@@ -460,7 +477,7 @@ def _measure_and_sample(
     labels = {c.name: c.labels() for c in codings}
     if plan.method == "mst":
         model, measured, compression = run_mst(data, iterations=iterations, progress=tell)
-        total = plan.rows if plan.rows is not None else max(1, round(model.total))
+        total = _rows(plan, model.total, len(codings))
         coded = model.sample(total, sampler)
         drawn = compression.decompress(coded, model.domain, sampler)
         labels = compression.labels(labels)
@@ -468,7 +485,7 @@ def _measure_and_sample(
         model, measured = run_aim(
             data, plan.workload, max_model_mb=max_model_mb, iterations=iterations, progress=tell
         )
-        total = plan.rows if plan.rows is not None else max(1, round(model.total))
+        total = _rows(plan, model.total, len(codings))
         coded = drawn = model.sample(total, sampler)
     frame = {c.name: c.decode(drawn[:, j], sampler) for j, c in enumerate(codings)}
     kind = plan.view._kind
