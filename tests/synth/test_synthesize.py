@@ -324,7 +324,7 @@ def test_aim_steps_add_up_to_at_most_its_budget_and_anneal() -> None:
         codes, np.ones(2000, dtype=np.int64), domain, sensitivity=2, rho=budget,
         rng=dp.as_random(2),
     )  # fmt: skip
-    model, measured = run_aim(data, iterations=200)
+    model, measured = run_aim(data, iterations=50)
     assert data.spent <= budget
     assert data.spent >= budget * Fraction(999, 1000)
     scales = [scale for kind, _, scale, _ in data.steps if kind == "measure"]
