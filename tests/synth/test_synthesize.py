@@ -339,3 +339,20 @@ def test_rows_times_columns_is_bounded_before_the_charge() -> None:
     with pytest.raises(dp.InvalidParameter, match="rows x columns"):
         session.synthesize(budget=0.5, method="mst", domains=DOMAINS, rows=10**8)
     assert len(session.history) == 0
+
+
+def test_decimal_columns_come_back_as_decimals_at_their_scale() -> None:
+    from decimal import Decimal
+
+    import pyarrow as pa
+
+    amounts = pa.array([Decimal(f"{i}.25") for i in range(60)], pa.decimal128(10, 2))
+    table = pa.table({"amount": amounts, "k": pa.array(["a", "b"] * 30)})
+    session = dp.Session.from_arrow(table, budget=dp.ZCDP(2.0), rng=3)
+    result = session.synthesize(
+        budget=1.0, method="mst", domains={"amount": (0, 60), "k": ["a", "b"]}, rows=50
+    )
+    values = result.data["amount"].dropna()
+    assert len(values) > 0
+    assert all(isinstance(v, Decimal) and v.as_tuple().exponent == -2 for v in values)
+    assert all(Decimal(0) <= v <= Decimal(60) for v in values)

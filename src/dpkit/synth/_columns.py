@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
@@ -172,7 +174,16 @@ def _typed(values: npt.NDArray[Any], column: ColumnCode, null: npt.NDArray[np.bo
         series = pd.Series(whole).astype("Int64")
         series[null] = pd.NA
         return series
-    if category in ("double", "decimal"):
+    if category == "decimal":
+        # Decimal values at the column's scale (DECIMAL(p, s)), as the source had them.
+        match = re.fullmatch(r"DECIMAL\((\d+),\s*(\d+)\)", column.type_name.upper().strip())
+        step = Decimal(1).scaleb(-int(match.group(2))) if match else Decimal(1)
+        decimals = [
+            None if missing else Decimal(repr(float(v))).quantize(step)
+            for v, missing in zip(values, null, strict=True)
+        ]
+        return pd.Series(decimals, dtype=object)
+    if category == "double":
         series = pd.Series(values.astype(np.float64))
         series[null] = np.nan
         return series
