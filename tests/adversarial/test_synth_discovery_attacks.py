@@ -325,18 +325,19 @@ def test_one_parent_spend_per_run_and_the_reserve_stays_within_it() -> None:
         "x", pa.array(np.linspace(0.0, 50.0, PERSONS))
     )
     session = approx_session(table)
-    rho, delta = session._ledger.budget(session._scope)
+    rho, delta, _ = session._ledger.budget(session._scope)
+    zero = Fraction(0)  # the pure epsilon at face value: synthesis spends none
     for run in (1, 2):
         session.synthesize(**{**RUN, "budget": 0.25})
         assert len(session.history) == run
-        assert tuple(session.history[-1].amount) == (rho / 4, delta / 4)
-        assert session._ledger.spent(session._scope) == (run * rho / 4, run * delta / 4)
+        assert tuple(session.history[-1].amount) == (rho / 4, delta / 4, zero)
+        assert session._ledger.spent(session._scope) == (run * rho / 4, run * delta / 4, zero)
         assert session.remaining_selection_delta == float(delta - run * delta / 4)
     reserves = {s: a for s, a in history_scopes(session).items() if s != session._scope}
     assert len(reserves) == 2, reserves  # one reserve per run, never shared
     for scope, amounts in reserves.items():
         budget = session._ledger.budget(scope)
-        assert budget == (rho / 4, delta / 4)
+        assert budget == (rho / 4, delta / 4, zero)
         spent = tuple(sum(a[i] for a in amounts) for i in range(2))
         assert spent[0] == budget[0] and spent[1] <= budget[1], (scope, spent, budget)
         assert len(amounts) == 3  # two domain queries, then the measurements
@@ -346,7 +347,7 @@ def test_threads_cannot_overspend_a_small_budget() -> None:
     """Three threads run synthesize on one Session, each at 0.6 of its budget: at most
     one fits. Exactly one must run; the others are refused with nothing spent."""
     session = approx_session(column_table(pa.string(), ["a", "b"]), rng=None)
-    rho, delta = session._ledger.budget(session._scope)
+    rho, delta, _ = session._ledger.budget(session._scope)
     outcomes: list[str] = []
 
     def attack() -> None:
@@ -401,12 +402,12 @@ def test_a_failure_while_finding_domains_locks_the_parent(
     Session and charge the *parent's* whole remaining budget, without the cause."""
     monkeypatch.setattr(target, _raise_secret)
     session = approx_session(column_table(pa.string(), ["a", "b"]))
-    rho, delta = session._ledger.budget(session._scope)
+    budget = session._ledger.budget(session._scope)
     with pytest.raises(SessionLocked) as info:
         session.synthesize(**{**RUN, "budget": 0.25})
     err = info.value
     assert "alice" not in str(err) and err.__cause__ is None and err.__context__ is None
-    assert session._ledger.spent(session._scope) == (rho, delta)
+    assert session._ledger.spent(session._scope) == budget  # (rho, delta, pure epsilon)
     assert session.remaining_selection_delta == 0.0
     with pytest.raises(SessionLocked):
         session.synthesize(**RUN)

@@ -102,18 +102,40 @@ def test_approx_session_takes_approx_and_pure_query_budgets(frame: pd.DataFrame)
     assert s.history[-1].amount[0] == Fraction(rho)
     assert zcdp_epsilon(rho, 1e-7) <= 0.5
     assert result.releases[0].event.__class__.__name__ == "DiscreteGaussianEvent"
-    # PureDP(eps): Laplace noise (so the query is eps-DP), charged eps tanh(eps / 2).
+    # PureDP(eps): Laplace noise (so the query is eps-DP). Charged eps at face value or
+    # eps tanh(eps / 2) in rho, whichever leaves more (PureApproxZCDPFilter.cheaper): at
+    # the order a ~ 13 of this budget, 0.2 at face value beats a * 0.0199 in rho.
     result = s.evaluate(Query().count(), budget=dp.PureDP(0.2))
     assert result.releases[0].event.__class__.__name__ == "DiscreteLaplaceEvent"
-    assert s.history[-1].amount[0] == Fraction(pure_to_zcdp_rho(0.2))
-    assert s.history[-1].amount[0] < Fraction(0.2) ** 2 / 2
+    assert s.history[-1].amount == (Fraction(0), Fraction(0), Fraction(0.2))
+    # A tiny pure query next to an active zCDP part is cheaper in rho.
+    s.evaluate(Query().count(), budget=dp.PureDP(0.01))
+    assert s.history[-1].amount == (Fraction(pure_to_zcdp_rho(0.01)), Fraction(0), Fraction(0))
     # Remaining is shown in both units.
     left = s.remaining.rho  # type: ignore[attr-defined]
-    assert left == pytest.approx(rho0 - rho - pure_to_zcdp_rho(0.2), rel=1e-12)
+    assert left < rho0 - rho - pure_to_zcdp_rho(0.01)  # the pure 0.2 takes rho room too
     approx = s.remaining_approx
     assert approx is not None and approx.delta == pytest.approx(5e-7)
     assert approx.epsilon == pytest.approx(zcdp_epsilon(left, 5e-7), rel=1e-9)
+    pure = s.remaining_pure
+    assert pure is not None and 0 < pure.epsilon < 2.0 - 0.2
     assert "worth ApproxDP" in repr(s)
+
+
+def test_approx_session_takes_pure_budgets_at_face_value(frame: pd.DataFrame) -> None:
+    # Issue 32, item 5: ApproxDP(2, 1e-6) accepts four PureDP(0.5) queries (Tumult
+    # charges each (0.5, 0)); the zCDP-only filter refused the first as worth eps 2.46.
+    s = session(dp.ApproxDP(2.0, 1e-6), frame)
+    for _ in range(4):
+        result = s.evaluate(Query().count(), budget=dp.PureDP(0.5))
+        assert result.releases[0].guarantee == dp.PureDP(0.5)
+    assert [r.amount for r in s.history] == [(Fraction(0), Fraction(0), Fraction(1, 2))] * 4
+    assert s.remaining_pure == dp.PureDP(0.0)
+    with pytest.raises(dp.BudgetExceeded, match="PureDP"):
+        s.evaluate(Query().count(), budget=dp.PureDP(0.01))
+    with pytest.raises(dp.BudgetExceeded):
+        s.evaluate(Query().count(), budget=dp.ZCDP(1e-6))
+    assert len(s.history) == 4
 
 
 def test_pure_query_budget_with_key_selection_is_refused(frame: pd.DataFrame) -> None:

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dpkit as dp
-from dpkit.accounting._math.conversions import zcdp_epsilon
+from dpkit.accounting._math.conversions import zcdp_epsilon, zcdp_epsilon_at_order
 from dpkit.analytics import Query
 from dpkit.analytics._accounting import budget_kind
 from dpkit.analytics._ledger import Ledger
@@ -133,22 +133,61 @@ def test_two_processes_share_a_ledger(tmp_path: Path, frame: pd.DataFrame) -> No
 @given(
     epsilon=st.floats(0.05, 5.0),
     log_delta=st.floats(-12.0, -3.0),
-    spends=st.lists(st.tuples(st.floats(1e-4, 0.6), st.floats(0.0, 0.6)), min_size=1, max_size=25),
+    spends=st.lists(
+        st.tuples(st.floats(0.0, 0.6), st.floats(0.0, 0.6), st.floats(0.0, 0.6)),
+        min_size=1,
+        max_size=25,
+    ),
 )
 def test_approx_budget_never_overspent(
-    epsilon: float, log_delta: float, spends: list[tuple[float, float]]
+    epsilon: float, log_delta: float, spends: list[tuple[float, float, float]]
 ) -> None:
     delta = 10.0**log_delta
     kind = budget_kind(dp.ApproxDP(epsilon, delta), None, "test")
     ledger = Ledger(None)
     ledger.open_scope("root", kind.key, kind.amount, "fp")
-    for share, delta_share in spends:
-        amount = (Fraction(share) * kind.amount[0], Fraction(delta_share) * kind.amount[1])
+    for share, delta_share, pure_share in spends:
+        amount = (
+            Fraction(share) * kind.amount[0],
+            Fraction(delta_share) * kind.amount[1],
+            Fraction(pure_share) * kind.amount[2],
+        )
         with contextlib.suppress(BudgetExceeded):
             ledger.spend("root", amount, "", rule=kind.rule)
-    rho, delta_sel = ledger.spent("root")
-    assert rho <= kind.amount[0] and delta_sel <= kind.amount[1]
-    # The composed total converts to at most the budget: (eps, delta) holds.
+    rho, delta_sel, pure = ledger.spent("root")
+    assert rho <= kind.amount[0] and delta_sel <= kind.amount[1] and pure <= epsilon
+    # The final state satisfies the rule of PureApproxZCDPFilter's theorem: pure
+    # epsilons plus the conversion at the filter's one fixed order (which is never
+    # below the best order's), so (eps, delta) holds.
     conversion_delta = delta - float(kind.amount[1])
-    assert zcdp_epsilon(float(rho), conversion_delta) <= epsilon
+    if rho > 0:
+        order = kind.rule.order  # type: ignore[attr-defined]
+        at_order = zcdp_epsilon_at_order(float(rho), conversion_delta, order)
+        assert Fraction(at_order) + pure <= Fraction(epsilon)
+        assert zcdp_epsilon(float(rho), conversion_delta) <= at_order
     assert float(delta_sel) + conversion_delta <= delta * (1 + 1e-12)
+
+
+def test_approx_ledger_written_before_the_pure_component_still_opens(tmp_path: Path) -> None:
+    # An ApproxDP scope written by dpkit before pure epsilons had their own component
+    # kept (rho, delta_sel): it opens, widens to (rho, delta_sel, eps), keeps its spends,
+    # and its history still checks (rows keep their two components under the chain).
+    from dpkit.accounting.filters import ApproxZCDP, ApproxZCDPFilter
+
+    path = tmp_path / "old.db"
+    kind = budget_kind(dp.ApproxDP(1.0, 1e-6), None, "test")
+    old_rule = ApproxZCDPFilter(ApproxZCDP(rho=float(kind.amount[0]), delta=float(kind.amount[1])))
+    old = Ledger(path)
+    old.open_scope("root", kind.key, kind.amount[:2], "fp")
+    spent = (kind.amount[0] / 4, Fraction(0))
+    old.spend("root", spent, "old", rule=old_rule)
+    old.close()
+    new = Ledger(path)
+    new.open_scope("root", kind.key, kind.amount, "fp")
+    assert new.spent("root") == (*spent, Fraction(0))
+    new.spend("root", (Fraction(0), Fraction(0), Fraction(1, 10)), "new", rule=kind.rule)
+    new.close()
+    again = Ledger(path)  # the history check sums two- and three-component rows
+    again.open_scope("root", kind.key, kind.amount, "fp")
+    assert again.spent("root") == (spent[0], Fraction(0), Fraction(1, 10))
+    assert [r.description for r in again.history("root")] == ["old", "new"]

@@ -11,7 +11,12 @@ Budget kinds (the ledger's currency)
     fully adaptive: the zCDP filter, Feldman & Zrnic 2021 / Whitehouse, Ramdas, Rogers
     & Wu 2022).
 ``ApproxDP(eps, delta)``
-    Ledger in (rho, delta_sel): queries run discrete Gaussian noise charged in rho;
+    Ledger in (rho, delta_sel, eps_pure): queries run discrete Gaussian noise charged in
+    rho; a query given a ``PureDP`` budget runs discrete Laplace noise and is charged its
+    epsilon at face value in ``eps_pure``, or ``eps tanh(eps/2)`` in rho when that leaves
+    more (:class:`~dpkit.accounting.filters.PureApproxZCDPFilter`, whose module proves
+    the rule below extended by the pure sum: ``eps_pure <= eps`` while no rho is spent,
+    ``eps_pure + eps_a(rho) <= eps`` after, at one order ``a`` fixed in advance);
     threshold-based key selection is ``delta_q``-approximately ``rho_q``-zCDP and is
     charged both. A share ``delta_sel`` of delta (default half) is set aside for key
     selection when the Session is created; the rest, ``delta - delta_sel``, converts
@@ -43,7 +48,9 @@ Budget kinds (the ledger's currency)
        (:meth:`dpkit.accounting.filters.ApproxZCDP.to_approx`).
 
     The split is fixed before any query: a data-dependent, moving split would not be
-    covered by that theorem.
+    covered by that theorem. With pure epsilons in the ledger, 2. and 3. are replaced by
+    the theorem of :mod:`dpkit.accounting.filters.pure_approx_zcdp` (same split, same
+    ``rho_g``; a Session that never spends pure epsilon accepts exactly what it did).
 
 Noise and errors are integer: counts are integers, and sums are exact integer sums of
 values clamped and rounded to a fixed-point grid (see :mod:`dpkit.analytics.engines`),
@@ -61,9 +68,10 @@ from dpkit.accounting._math.conversions import pure_to_zcdp_rho, zcdp_epsilon
 from dpkit.accounting._math.rounding import fraction_down, fraction_up
 from dpkit.accounting.events import DiscreteGaussianEvent, Event
 from dpkit.accounting.filters import (
-    ApproxZCDP,
-    ApproxZCDPFilter,
     PrivacyFilter,
+    PureApproxZCDP,
+    PureApproxZCDPBox,
+    PureApproxZCDPFilter,
     PureDPFilter,
     ZCDPFilter,
 )
@@ -92,11 +100,12 @@ class BudgetKind:
     """The currency of a Session's ledger, its filter, and how query budgets map into it.
 
     ``rule`` is the :mod:`dpkit.accounting.filters` filter of this (sub-)Session's
-    budget -- :class:`PureDPFilter`, :class:`ZCDPFilter` or :class:`ApproxZCDPFilter`
-    -- whose exact state the ledger persists and locks: the ledger applies
-    ``rule.after(spent, cost)`` and holds no privacy arithmetic of its own. ``amount``
-    is the filter's budget vector ``(eps,)``, ``(rho,)`` or ``(rho, delta_sel)``.
-    ``total`` is the Session's whole budget as the user gave it.
+    budget -- :class:`PureDPFilter`, :class:`ZCDPFilter`, :class:`PureApproxZCDPFilter`
+    (an ApproxDP Session) or :class:`PureApproxZCDPBox` (a part of one) -- whose exact
+    state the ledger persists and locks: the ledger applies ``rule.after(spent, cost)``
+    and holds no privacy arithmetic of its own. ``amount`` is the filter's budget
+    vector ``(eps,)``, ``(rho,)`` or ``(rho, delta_sel, eps_pure)``. ``total`` is the
+    Session's whole budget as the user gave it.
     """
 
     total: Guarantee
@@ -125,16 +134,43 @@ class BudgetKind:
         rounded down to floats (a part never gets more than it was given)."""
         return BudgetKind(self.total, self.name, _filter(self.name, amount))
 
+    def vector(self, charge: Fraction, delta: Fraction, pure: Fraction) -> Amount:
+        """A ledger amount: ``charge`` in the currency (and, ApproxDP Sessions only, the
+        key-selection ``delta`` and the ``pure`` epsilon charged at face value)."""
+        return (charge,) if self.name != "approx" else (charge, delta, pure)
+
+    def rho_left(self, spent: Amount) -> Fraction:
+        """What a zCDP (or pure) query may still charge in the currency, exactly."""
+        if isinstance(self.rule, PureApproxZCDPFilter):
+            return self.rule.rho_left(spent)
+        return max(Fraction(0), self.amount[0] - spent[0])
+
+    def show_left(self, spent: Amount) -> str:
+        """What remains after ``spent``, in the units of the Session's budget."""
+        left = tuple(b - s for b, s in zip(self.amount, spent, strict=True))
+        if not isinstance(self.rule, PureApproxZCDPFilter):
+            return self.show(left)
+        rho = self.rule.rho_left(spent)
+        return (
+            f"PureDP(epsilon={self.rule.pure_left(spent)!r}) for a pure query, or "
+            f"ZCDP(rho={fraction_down(rho)!r}) (worth {self.as_approx(rho)!r} on its own), "
+            f"and key-selection delta {fraction_down(max(left[1], Fraction(0)))!r}"
+        )
+
     def show(self, amount: Amount) -> str:
         if self.name == "pure":
             return f"PureDP(epsilon={fraction_up(amount[0])!r})"
-        text = f"ZCDP(rho={fraction_up(amount[0])!r})"
+        if self.name == "approx" and amount[0] == 0 and amount[2] > 0:
+            text = f"PureDP(epsilon={fraction_up(amount[2])!r})"
+        else:
+            text = f"ZCDP(rho={fraction_up(amount[0])!r})"
         if self.name == "approx":
-            as_approx = self.as_approx(amount[0])
-            text += (
-                f" (worth {as_approx!r} on its own) and key-selection delta "
-                f"{fraction_up(amount[1])!r}"
-            )
+            if amount[0] > 0:
+                text += f" (worth {self.as_approx(amount[0])!r} on its own)"
+                if amount[2] > 0:
+                    text += f" and PureDP(epsilon={fraction_up(amount[2])!r})"
+            if amount[1] > 0:
+                text += f" and key-selection delta {fraction_up(amount[1])!r}"
         return text
 
     @property
@@ -168,7 +204,7 @@ class BudgetKind:
             f"a share in (0, 1] of the Session budget (float or Fraction), 'remaining', or "
             f"a {currency} guarantee"
         )
-        left = self.amount[0] - spent[0]
+        left = self.rho_left(spent)
         share = _share_of(budget, owner, expected)
         if share is not None:
             return self._rounded(share * self.amount[0], left)
@@ -184,8 +220,20 @@ class BudgetKind:
                 return self._rounded(epsilon, left)
             # An eps-DP query (discrete Laplace noise) is eps tanh(eps/2)-zCDP (Steinke
             # 2024, Thm 5; a sum of such costs over a split of eps is at most this, the
-            # function being superadditive): charged that rho, rounded up.
-            return QueryBudget(epsilon, "laplace", Fraction(pure_to_zcdp_rho(budget.epsilon)))
+            # function being superadditive): charged that rho, rounded up -- or, in an
+            # ApproxDP Session, its epsilon at face value when that leaves more budget
+            # (PureApproxZCDPFilter.cheaper; a choice made from public state only).
+            as_rho = Fraction(pure_to_zcdp_rho(budget.epsilon))
+            if isinstance(self.rule, PureApproxZCDPFilter):
+                route = self.rule.cheaper(spent, budget.epsilon)
+                return QueryBudget(epsilon, "laplace", route[0], route[2])
+            if isinstance(self.rule, PureApproxZCDPBox):  # a part: face value if it fits
+                face = (Fraction(0), Fraction(0), epsilon)
+                if self.rule.admits(spent, face) or not self.rule.admits(
+                    spent, (as_rho, Fraction(0), Fraction(0))
+                ):
+                    return QueryBudget(epsilon, "laplace", Fraction(0), epsilon)
+            return QueryBudget(epsilon, "laplace", as_rho)
         if self.name != "pure" and isinstance(budget, ZCDP) and budget.rho > 0:
             return self._rounded(Fraction(budget.rho), left)
         if self.name != "pure" and isinstance(budget, ApproxDP) and budget.epsilon > 0:
@@ -214,12 +262,15 @@ class QueryBudget:
 
     ``share`` is split between the query's statistics in the currency of ``noise``
     (epsilon for ``"laplace"``, rho for ``"gaussian"``); ``charge`` is the ledger
-    amount (its currency), at least what runs.
+    amount (its currency), at least what runs; ``pure`` (ApproxDP Sessions) the
+    epsilon charged at face value instead (``charge`` is then 0).
     """
 
     share: Fraction
     noise: str
     charge: Fraction
+    #: ApproxDP Sessions: the epsilon of a Laplace query charged at face value.
+    pure: Fraction = Fraction(0)
 
 
 def _share_of(budget: object, owner: str = "", expected: str = "") -> Fraction | None:
@@ -240,7 +291,7 @@ def _filter(name: str, amount: Amount) -> PrivacyFilter[Any]:
         return PureDPFilter(PureDP(values[0]))
     if name == "zcdp":
         return ZCDPFilter(ZCDP(values[0]))
-    return ApproxZCDPFilter(ApproxZCDP(rho=values[0], delta=values[1]))
+    return PureApproxZCDPBox(PureApproxZCDP(epsilon=values[2], rho=values[0], delta=values[1]))
 
 
 def budget_kind(budget: object, selection_delta: float | None, owner: str) -> BudgetKind:
@@ -255,11 +306,11 @@ def budget_kind(budget: object, selection_delta: float | None, owner: str) -> Bu
             raise InvalidParameter.for_parameter(
                 "selection_delta", owner, f"a float in [0, {budget.delta!r})", selection_delta
             )
-        conversion_delta = fraction_down(Fraction(budget.delta) - Fraction(share))
-        rho = ZCDPFilter.from_approx(epsilon=budget.epsilon, delta=conversion_delta).budget.rho
-        if zcdp_epsilon(rho, conversion_delta) > budget.epsilon:  # from_approx guarantees it
+        rule = PureApproxZCDPFilter(budget, selection_delta=share)
+        rho = float(rule.budget_cost[0])
+        if zcdp_epsilon(rho, rule.conversion_delta) > budget.epsilon:  # from_approx's promise
             raise InternalError("zCDP budget conversion overshoots; this is a bug.")
-        return BudgetKind(budget, "approx", ApproxZCDPFilter(ApproxZCDP(rho=rho, delta=share)))
+        return BudgetKind(budget, "approx", rule)
     raise InvalidParameter.for_parameter(
         "budget",
         owner,

@@ -70,6 +70,12 @@ def _link(previous: str, row: Sequence[Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def _widened(amount: Amount, width: int) -> Amount:
+    """``amount`` padded with zeros to ``width`` components (ApproxDP amounts written
+    before the pure-epsilon component have two)."""
+    return tuple(amount) + (Fraction(0),) * (width - len(amount))
+
+
 def _encode(amount: Amount) -> str:
     return json.dumps([f"{a.numerator}/{a.denominator}" for a in amount])
 
@@ -145,8 +151,12 @@ class Ledger:
                 elif row[5] != link:
                     raise self._tampered()
                 amount = _decode(row[3])
-                old = sums.get(row[1], (Fraction(0),) * len(amount))
-                sums[row[1]] = tuple(a + b for a, b in zip(old, amount, strict=True))
+                old = sums.get(row[1], ())
+                width = max(len(old), len(amount))  # see _widened
+                sums[row[1]] = tuple(
+                    a + b
+                    for a, b in zip(_widened(old, width), _widened(amount, width), strict=True)
+                )
                 previous = link
             # Ids are 1, 2, ... with no gap, up to the largest id SQLite ever handed out
             # (AUTOINCREMENT keeps it in sqlite_sequence): a deleted row, even the last,
@@ -159,7 +169,7 @@ class Ledger:
                 raise self._tampered()
             for scope, spent in cur.execute("SELECT scope, spent FROM scopes"):
                 total = _decode(spent)
-                if sums.get(scope, (Fraction(0),) * len(total)) != total:
+                if _widened(sums.get(scope, ()), len(total)) != total:
                     raise self._tampered()
 
     def _tampered(self) -> DataError:
@@ -205,7 +215,10 @@ class Ledger:
                 )
                 return
             old_kind, old_budget, old_fingerprint = row
-            if old_kind != kind or _decode(old_budget) != budget:
+            stored = _decode(old_budget)
+            if old_kind == kind and len(stored) == 2 and len(budget) == 3:
+                stored = self._widen_scope(cur, scope, stored, budget)
+            if old_kind != kind or stored != budget:
                 raise DataError(
                     f"The ledger {self.path!r} holds a {old_kind} budget "
                     f"{_show(_decode(old_budget))} "
@@ -219,6 +232,26 @@ class Ledger:
                     "or source differ). A ledger accounts for one table: use a new ledger "
                     "file for another table."
                 )
+
+    @staticmethod
+    def _widen_scope(cur: sqlite3.Cursor, scope: str, stored: Amount, budget: Amount) -> Amount:
+        """An ApproxDP scope written before the pure-epsilon component existed (budget
+        ``(rho, delta)``): stored as ``(rho, delta, eps)`` from now on, its spent total
+        with no pure epsilon. Its spend rows keep their two components (the history's
+        hash chain covers them); sums widen them with a zero (:func:`_widened`)."""
+        if stored != budget[:2]:
+            return stored  # a different budget: refused by the caller
+        spent = _widened(
+            _decode(
+                cur.execute("SELECT spent FROM scopes WHERE scope = ?", (scope,)).fetchone()[0]
+            ),
+            3,
+        )
+        cur.execute(
+            "UPDATE scopes SET budget = ?, spent = ? WHERE scope = ?",
+            (_encode(budget), _encode(spent), scope),
+        )
+        return budget
 
     def fingerprint(self, scope: str) -> str:
         """The fingerprint stored with ``scope`` (also used to persist partition salts)."""

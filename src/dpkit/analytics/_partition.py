@@ -94,10 +94,12 @@ def plan_partition(
 def _part_amount(kind: BudgetKind, budget: object, owner: str) -> tuple[Fraction, ...]:
     share = _share_of(budget)
     if share is not None:
+        if kind.name == "approx":  # a share of the zCDP part and of the selection delta
+            return (share * kind.amount[0], share * kind.amount[1], Fraction(0))
         return tuple(share * a for a in kind.amount)
     amount = kind.query_amount(budget, (Fraction(0),) * len(kind.amount), owner)
     if amount.noise != kind.noise:
         raise InvalidParameter.for_parameter(
             "budgets", owner, "shares in (0, 1] or guarantees of the Session's currency", budget
         )
-    return (amount.charge,) if kind.name != "approx" else (amount.charge, Fraction(0))
+    return kind.vector(amount.charge, Fraction(0), amount.pure)

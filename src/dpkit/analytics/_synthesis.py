@@ -299,7 +299,7 @@ def plan_synthesis(
             n: dataclasses.replace(q, table=source.table, joins=source.joins)
             for n, q in discovery.items()
         }
-    charge = (amount.charge,) if session._kind.name != "approx" else (amount.charge, delta)
+    charge = session._kind.vector(amount.charge, delta, Fraction(0))
     return SynthesisPlan(
         method,
         codings,
@@ -435,7 +435,7 @@ def synthesize(
             ]
             bind_cell_counts(plan.view._engine, plan.spec(codings))
             left = reserve._kind.amount[0] - reserve._ledger.spent(reserve._scope)[0]
-            measure = (left,) + ((Fraction(0),) if len(plan.charge) == 2 else ())
+            measure = reserve._kind.vector(left, Fraction(0), Fraction(0))
             reserve._charge(measure, json.dumps({"synthesize": method, "measure": True}))
             return _measure_and_sample(plan, codings, left, random, run_options, notes)
 

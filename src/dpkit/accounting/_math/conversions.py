@@ -32,6 +32,8 @@ __all__ = [
     "rdp_epsilon",
     "zcdp_delta",
     "zcdp_epsilon",
+    "zcdp_epsilon_at_order",
+    "zcdp_epsilon_order",
     "zcdp_epsilon_simple",
 ]
 
@@ -76,23 +78,20 @@ def _zcdp_epsilon_at(rho: float, log_delta: float, t: float) -> float:
     return up_terms(math.fsum(terms), *terms, log_delta / t)
 
 
-def zcdp_epsilon(rho: float, delta: float) -> float:
-    """Smallest epsilon that ``rho``-zCDP implies at ``delta`` in (0, 1) ([CKS20] Cor. 13).
+def zcdp_epsilon_order(rho: float, delta: float) -> float | None:
+    """The order ``a - 1 = t`` at which [CKS20] Prop. 12 gives its smallest epsilon for
+    ``rho``-zCDP at ``delta`` in (0, 1), or None (``rho`` 0, or above ~1e300).
 
-    The bound of [CKS20] Prop. 12 holds at every order ``a > 1``; we minimise over a
-    continuous ``a``. With ``t = a - 1`` the derivative vanishes where
-    ``rho * t**2 + log(1 + t) = log(1/delta)``, which has exactly one root ``t > 0``
-    (the left side increases from 0 to inf), so the minimiser is found by Brent's
-    method. Because every order gives a valid bound, the root finder's tolerance only
-    affects tightness, never validity. The result is never above the simple bound of
-    [BS16] (we return the smaller of the two), is clamped at 0, and is rounded up.
+    The derivative in ``t`` vanishes where ``rho * t**2 + log(1 + t) = log(1/delta)``,
+    which has exactly one root ``t > 0`` (the left side increases from 0 to inf); it is
+    found by Brent's method. Every order gives a valid bound, so the root finder's
+    tolerance only affects tightness, never validity.
     """
     from scipy import optimize  # deferred: SciPy is slow to import
 
     if rho == 0.0:
-        return 0.0
+        return None
     log_delta = math.log(delta)
-    simple = zcdp_epsilon_simple(rho, delta)
 
     def stationary(t: float) -> float:
         return rho * t * t + math.log1p(t) + log_delta
@@ -102,9 +101,32 @@ def zcdp_epsilon(rho: float, delta: float) -> float:
     while stationary(t_lo) >= 0.0 and t_lo > 1e-300:
         t_lo /= 2.0
     if stationary(t_lo) >= 0.0:  # pragma: no cover - needs rho above ~1e300
+        return None
+    return float(optimize.brentq(stationary, t_lo, t_hi, xtol=1e-15, rtol=1e-15))
+
+
+def zcdp_epsilon_at_order(rho: float, delta: float, t: float) -> float:
+    """The epsilon of [CKS20] Prop. 12 for ``rho``-zCDP at ``delta`` and the one order
+    ``a = 1 + t`` (``t > 0``), rounded up: ``a rho + log(1 - 1/a) - (log delta + log a)
+    / (a - 1)``. Valid at every order; :func:`zcdp_epsilon` picks the best one."""
+    return _zcdp_epsilon_at(rho, math.log(delta), t)
+
+
+def zcdp_epsilon(rho: float, delta: float) -> float:
+    """Smallest epsilon that ``rho``-zCDP implies at ``delta`` in (0, 1) ([CKS20] Cor. 13).
+
+    The bound of [CKS20] Prop. 12 holds at every order ``a > 1``; we minimise over a
+    continuous ``a`` (:func:`zcdp_epsilon_order`). The result is never above the simple
+    bound of [BS16] (we return the smaller of the two), is clamped at 0, and is rounded
+    up.
+    """
+    if rho == 0.0:
+        return 0.0
+    simple = zcdp_epsilon_simple(rho, delta)
+    t_star = zcdp_epsilon_order(rho, delta)
+    if t_star is None:  # pragma: no cover - needs rho above ~1e300
         return simple
-    t_star = float(optimize.brentq(stationary, t_lo, t_hi, xtol=1e-15, rtol=1e-15))
-    value = _zcdp_epsilon_at(rho, log_delta, t_star)
+    value = _zcdp_epsilon_at(rho, math.log(delta), t_star)
     return max(0.0, min(value, simple))
 
 

@@ -15,6 +15,10 @@ per family, each citing the theorem its filter relies on:
   (the Renyi filter of Feldman & Zrnic 2021 at every order).
 - :mod:`~dpkit.accounting.filters.approx_zcdp`: :class:`ApproxZCDP`,
   :class:`ApproxZCDPFilter` (WRRW23, Thm 1).
+- :mod:`~dpkit.accounting.filters.pure_approx_zcdp`: :class:`PureApproxZCDPFilter`
+  (an ApproxDP budget with pure epsilons at face value next to approximate zCDP, at
+  one fixed conversion order; proven in that module) and its per-part
+  :class:`PureApproxZCDPBox`.
 - :mod:`~dpkit.accounting.filters.rdp`: :class:`RDPFilter`, :class:`RDPOdometer`
   (Feldman & Zrnic 2021 at fixed orders).
 - :mod:`~dpkit.accounting.filters._base`: what they share (:class:`PrivacyFilter`,
@@ -28,8 +32,10 @@ Not implemented, on purpose
   then add (eps, delta) steps), or accepting a step when *either* of two rules holds.
   Tight for sequential composition, but whether it is valid for fully adaptive filters
   is an open problem ("Open problem(s): how generic can composition results be?",
-  differentialprivacy.org 2023). Each filter here charges every step in its own single
-  definition, and converts only the final budget.
+  differentialprivacy.org 2023). The one mix dpkit ships,
+  :class:`PureApproxZCDPFilter`, adds pure epsilons to a zCDP conversion at a single
+  order fixed in advance, which its module proves; a conversion at the best order for
+  each final state (an odometer) is not valid, and a test shows it failing.
 - **PLD-based filters**: PLD composition is proven for (adaptive) sequential
   composition only; use PLD accountants when parameters are fixed in advance.
 - **(eps, delta) statements from zCDP/RDP odometers**: their reading is a ledger, not a
@@ -47,6 +53,11 @@ from dpkit.accounting.filters.approx import (
 )
 from dpkit.accounting.filters.approx_zcdp import ApproxZCDP, ApproxZCDPFilter
 from dpkit.accounting.filters.pure import PureDPFilter, PureDPOdometer
+from dpkit.accounting.filters.pure_approx_zcdp import (
+    PureApproxZCDP,
+    PureApproxZCDPBox,
+    PureApproxZCDPFilter,
+)
 from dpkit.accounting.filters.rdp import RDPFilter, RDPOdometer
 from dpkit.accounting.filters.zcdp import ZCDPFilter, ZCDPOdometer
 from dpkit.accounting.guarantees import RDP, ZCDP, ApproxDP, Guarantee, PureDP
@@ -60,6 +71,9 @@ __all__ = [
     "ApproxZCDPFilter",
     "PrivacyFilter",
     "PrivacyOdometer",
+    "PureApproxZCDP",
+    "PureApproxZCDPBox",
+    "PureApproxZCDPFilter",
     "PureDPFilter",
     "PureDPOdometer",
     "RDPFilter",
