@@ -1,4 +1,5 @@
-"""The shapes every mechanism shares: :class:`Release`, :class:`ErrorBound`, :class:`Mechanism`.
+"""The shapes every mechanism shares: :class:`Release`,
+:class:`~dpkit.mechanisms.ErrorBound`, :class:`Mechanism`.
 
 A mechanism is an object built from public parameters (never from data), that knows
 the privacy :attr:`~Mechanism.event` it runs and the :attr:`~Mechanism.guarantee` it
@@ -160,7 +161,7 @@ class Release(Generic[ValueT]):
     value:
         The private output.
     error:
-        Its accuracy: an :class:`ErrorBound` for additive noise, a
+        Its accuracy: an :class:`~dpkit.mechanisms.ErrorBound` for additive noise, a
         :class:`RankErrorBound` for quantiles, a :class:`DownSensitivityBound` for
         shifted-inverse estimates, a :class:`FailureBound` for selections from a
         private candidate, or None when none applies (selection,
@@ -214,7 +215,7 @@ class Mechanism(ABC):
             The exact answer of the query (scalar or array), whose sensitivity the
             mechanism was built with.
         confidence:
-            Confidence level of the reported :class:`ErrorBound`.
+            Confidence level of the reported :class:`~dpkit.mechanisms.ErrorBound`.
         rng:
             Random source (see :func:`dpkit.random.as_random`).
         """

@@ -35,6 +35,7 @@ from dpkit.accounting.guarantees import ZCDP, ApproxDP
 from dpkit.errors import InvalidParameter
 from dpkit.mechanisms._base import ErrorBound, Mechanism, Release
 from dpkit.mechanisms._tails import symmetric_half_width
+from dpkit.mechanisms.laplace import OMITTED, _Omitted, resolve_sensitivity
 from dpkit.random import Random, RandomLike
 
 __all__ = ["DiscreteGaussian", "Gaussian", "discrete_gaussian", "gaussian"]
@@ -277,7 +278,7 @@ def gaussian(
     epsilon: float | None = None,
     delta: float | None = None,
     rho: float | None = None,
-    sensitivity: float = 1.0,
+    sensitivity: float | _Omitted = OMITTED,
     method: CalibrationMethod = "analytic",
     confidence: float = 0.95,
     rng: RandomLike | None = None,
@@ -285,10 +286,12 @@ def gaussian(
     """Release a real-valued query with the Gaussian mechanism.
 
     Give ``rho`` (zCDP) or ``epsilon`` and ``delta``; ``sensitivity`` is the L2
-    sensitivity. See :class:`Gaussian`.
+    sensitivity, required (omitting it assumes 1 with a :class:`DeprecationWarning`,
+    an error in the next release). See :class:`Gaussian`.
     """
+    resolved = resolve_sensitivity(sensitivity, "dp.gaussian")
     mechanism = Gaussian.calibrate(
-        epsilon=epsilon, delta=delta, rho=rho, sensitivity=sensitivity, method=method
+        epsilon=epsilon, delta=delta, rho=rho, sensitivity=resolved, method=method
     )
     return mechanism.release(value, confidence=confidence, rng=rng)
 
@@ -297,10 +300,15 @@ def discrete_gaussian(
     value: npt.ArrayLike,
     *,
     rho: float,
-    sensitivity: float = 1.0,
+    sensitivity: float | _Omitted = OMITTED,
     confidence: float = 0.95,
     rng: RandomLike | None = None,
 ) -> Release[Any]:
-    """Release an integer-valued query with the discrete Gaussian mechanism (``rho``-zCDP)."""
-    mechanism = DiscreteGaussian.calibrate(rho=rho, sensitivity=sensitivity)
+    """Release an integer-valued query with the discrete Gaussian mechanism (``rho``-zCDP).
+
+    ``sensitivity`` is the L2 sensitivity, required (omitting it assumes 1 with a
+    :class:`DeprecationWarning`, an error in the next release).
+    """
+    resolved = resolve_sensitivity(sensitivity, "dp.discrete_gaussian")
+    mechanism = DiscreteGaussian.calibrate(rho=rho, sensitivity=resolved)
     return mechanism.release(value, confidence=confidence, rng=rng)

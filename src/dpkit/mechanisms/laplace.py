@@ -3,7 +3,7 @@
 Privacy (Dwork, McSherry, Nissim & Smith 2006): adding Laplace(0, b) noise to every
 coordinate of a query whose L1 sensitivity is ``s`` is ``(s / b)``-DP, under whatever
 neighbouring relation ``s`` was computed for (add/remove or replace one person).
-The discrete version (integer noise with P(z) proportional to e^{-|z|/t}) is
+The discrete version (integer noise with P(z) proportional to ``e^{-|z|/t}``) is
 ``(s / t)``-DP for an integer-valued query of L1 sensitivity ``s`` (Ghosh, Roughgarden
 & Sundararajan 2009; Canonne, Kamath & Steinke 2020).
 
@@ -15,7 +15,8 @@ so the guarantee above holds exactly and the output hides the low-order bits of 
 from __future__ import annotations
 
 import math
-from typing import Any
+import warnings
+from typing import Any, Final, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -31,6 +32,38 @@ from dpkit.mechanisms._tails import symmetric_half_width
 from dpkit.random import Random, RandomLike
 
 __all__ = ["DiscreteLaplace", "Laplace", "discrete_laplace", "laplace"]
+
+
+class _Omitted:
+    """The type of :data:`OMITTED`: "the caller passed no ``sensitivity=``"."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<omitted: deprecated default 1>"
+
+
+#: Default of ``sensitivity=`` in the one-call wrappers (``dp.laplace`` and friends):
+#: tells an omitted argument apart from an explicit ``sensitivity=1``.
+OMITTED: Final = _Omitted()
+_S = TypeVar("_S", int, float)
+
+
+def resolve_sensitivity(sensitivity: _S | _Omitted, owner: str) -> _S | int:
+    """``sensitivity``, or 1 with a :class:`DeprecationWarning` when it was omitted.
+
+    The one-call wrappers used to assume sensitivity 1 silently (issue 32): a query
+    whose sensitivity is not 1 then got too little noise with no sign of it.
+    """
+    if isinstance(sensitivity, _Omitted):
+        warnings.warn(
+            f"{owner}: pass sensitivity= explicitly (the query's sensitivity, e.g. "
+            "sensitivity=1 for a count); the default of 1 will be removed in the next release.",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        return 1
+    return sensitivity
 
 
 class Laplace(Mechanism):
@@ -137,7 +170,7 @@ class DiscreteLaplace(Mechanism):
     Parameters
     ----------
     scale:
-        Noise scale ``t``: P(z) proportional to exp(-|z| / t) per coordinate.
+        Noise scale ``t``: P(z) proportional to ``exp(-|z| / t)`` per coordinate.
     sensitivity:
         L1 sensitivity of the integer query.
 
@@ -213,16 +246,20 @@ def laplace(
     value: npt.ArrayLike,
     *,
     epsilon: float,
-    sensitivity: float = 1.0,
+    sensitivity: float | _Omitted = OMITTED,
     confidence: float = 0.95,
     rng: RandomLike | None = None,
 ) -> Release[Any]:
     """Release a real-valued query with the Laplace mechanism (``epsilon``-DP).
 
     Shorthand for ``Laplace.calibrate(epsilon=..., sensitivity=...).release(value)``;
-    ``sensitivity`` is the L1 sensitivity. See :class:`Laplace`.
+    ``sensitivity`` is the L1 sensitivity of the query under the neighbouring relation
+    you mean (e.g. 1 for a count under add/remove). It is required: omitting it still
+    assumes 1 for this release, with a :class:`DeprecationWarning`, and will be an
+    error in the next one. See :class:`Laplace`.
     """
-    return Laplace.calibrate(epsilon=epsilon, sensitivity=sensitivity).release(
+    resolved = resolve_sensitivity(sensitivity, "dp.laplace")
+    return Laplace.calibrate(epsilon=epsilon, sensitivity=resolved).release(
         value, confidence=confidence, rng=rng
     )
 
@@ -231,11 +268,16 @@ def discrete_laplace(
     value: npt.ArrayLike,
     *,
     epsilon: float,
-    sensitivity: int = 1,
+    sensitivity: int | _Omitted = OMITTED,
     confidence: float = 0.95,
     rng: RandomLike | None = None,
 ) -> Release[Any]:
-    """Release an integer-valued query with the discrete Laplace mechanism (``epsilon``-DP)."""
-    return DiscreteLaplace.calibrate(epsilon=epsilon, sensitivity=sensitivity).release(
+    """Release an integer-valued query with the discrete Laplace mechanism (``epsilon``-DP).
+
+    ``sensitivity`` (an int) is the L1 sensitivity of the query; required (omitting it
+    assumes 1 with a :class:`DeprecationWarning`, an error in the next release).
+    """
+    resolved = resolve_sensitivity(sensitivity, "dp.discrete_laplace")
+    return DiscreteLaplace.calibrate(epsilon=epsilon, sensitivity=resolved).release(
         value, confidence=confidence, rng=rng
     )

@@ -11,7 +11,7 @@ inner mechanism is ``eps_p = D / b``-DP, and the whole is
 ``ln(1 + p (e^eps_p - 1))``-DP by amplification by Poisson subsampling (Balle, Barthe
 & Gaboardi 2018, Thm 8; "Privacy Amplification by Subsampling", differentialprivacy.org
 2025, Thm 1 and eq. 5, where this estimator is the example). :meth:`calibrate` picks
-``eps_p`` with :func:`~dpkit.accounting.subsampling.epsilon_before_sampling` so the
+``eps_p`` with :func:`~dpkit.accounting.epsilon_before_sampling` so the
 whole is ``eps``-DP. Under the replace-one relation this analysis does not apply.
 
 Accuracy. The estimator is unbiased for ``sum_i clamp(x_i)`` up to the grid rounding
@@ -172,7 +172,7 @@ class SubsampledLaplace(Mechanism):
         """The subsampled Laplace mechanism that is ``epsilon``-DP as a whole.
 
         The inner budget is ``eps_p = ln(1 + (e^eps - 1)/p)`` rounded down
-        (:func:`~dpkit.accounting.subsampling.epsilon_before_sampling`), the scale is
+        (:func:`~dpkit.accounting.epsilon_before_sampling`), the scale is
         ``D / eps_p`` rounded up, and the stated event is checked to cost at most
         ``epsilon`` (an accountant reading it never sees more than the request).
         """

@@ -41,6 +41,7 @@ from dpkit.accounting.events import Event, TruncatedLaplaceEvent
 from dpkit.accounting.guarantees import ApproxDP
 from dpkit.errors import InvalidParameter
 from dpkit.mechanisms._base import ErrorBound, Mechanism, Release
+from dpkit.mechanisms.laplace import OMITTED, _Omitted, resolve_sensitivity
 from dpkit.random import Random, RandomLike
 
 __all__ = ["TruncatedLaplace", "truncated_laplace", "truncated_laplace_delta"]
@@ -209,12 +210,17 @@ def truncated_laplace(
     *,
     epsilon: float,
     delta: float,
-    sensitivity: float = 1.0,
+    sensitivity: float | _Omitted = OMITTED,
     calibration: Calibration = "tight",
     rng: RandomLike | None = None,
 ) -> Release[Any]:
-    """Release a query with truncated Laplace noise (``(epsilon, delta)``-DP, bounded error)."""
+    """Release a query with truncated Laplace noise (``(epsilon, delta)``-DP, bounded error).
+
+    ``sensitivity`` is required (omitting it assumes 1 with a
+    :class:`DeprecationWarning`, an error in the next release).
+    """
+    resolved = resolve_sensitivity(sensitivity, "dp.truncated_laplace")
     mechanism = TruncatedLaplace.calibrate(
-        epsilon=epsilon, delta=delta, sensitivity=sensitivity, calibration=calibration
+        epsilon=epsilon, delta=delta, sensitivity=resolved, calibration=calibration
     )
     return mechanism.release(value, rng=rng)
