@@ -83,15 +83,6 @@ def max_log_ratio(p: np.ndarray, q: np.ndarray) -> float:
     return float(np.max(np.abs(np.log(p[support]) - np.log(q[support]))))
 
 
-def hockey_stick(p: np.ndarray, q: np.ndarray, epsilon: float) -> float:
-    return float(
-        max(
-            np.maximum(p - math.exp(epsilon) * q, 0).sum(),
-            np.maximum(q - math.exp(epsilon) * p, 0).sum(),
-        )
-    )
-
-
 def rr_law(epsilon: float, k: int, true: int) -> np.ndarray:
     law = np.full(k, 1.0 / (math.exp(epsilon) + k - 1))
     law[true] = math.exp(epsilon) / (math.exp(epsilon) + k - 1)
@@ -174,22 +165,11 @@ def test_random_stopping_is_3_epsilon_dp_exactly(epsilon: float, gamma: float) -
         assert worst > epsilon * 1.2
 
 
-@pytest.mark.parametrize(("gamma", "cap"), [(0.1, 50), (0.05, 200), (0.3, 10), (0.5, 12)])
-def test_capped_random_stopping_meets_its_approx_guarantee(gamma: float, cap: int) -> None:
+def test_capped_random_stopping_falls_back_to_composition() -> None:
+    # The capped statements are checked against exact output laws, with planted
+    # weaker bounds, in test_capped_selection_exact.py (issue 33, item 5). Here: caps
+    # of at most 3 draws, or a delta of 1 or more, state the composition of T draws.
     epsilon = 1.0
-    event = random_stopping_event(dp.PureDP(epsilon), stop_probability=gamma, max_draws=cap)
-    assert isinstance(event, ApproxEvent) and event.epsilon >= 3 * epsilon
-    assert event.delta >= (1 + math.exp(3)) * (1 - gamma) ** cap
-    for p, q in dp_pairs(epsilon, seed=cap):
-        assert (
-            hockey_stick(
-                random_stopping_law(p, gamma, cap),
-                random_stopping_law(q, gamma, cap),
-                event.epsilon,
-            )
-            <= event.delta * (1 + 1e-9) + 1e-15
-        )
-    # Caps of at most 3 draws, or a delta of 1 or more: the composition of T draws.
     assert random_stopping_event(
         dp.PureDP(epsilon), stop_probability=0.5, max_draws=4
     ) == RepeatedEvent(PureEvent(epsilon), 4)  # (1 + e^3) / 16 > 1
@@ -346,7 +326,7 @@ def test_release_carries_the_repeat_and_select_event() -> None:
 
 def test_callable_candidate_with_declared_event() -> None:
     def candidate(rng):
-        noisy = dp.laplace(0.7, epsilon=1.0, rng=rng).value
+        noisy = dp.laplace(0.7, epsilon=1.0, sensitivity=1, rng=rng).value
         return noisy, {"model": "m", "accuracy": noisy}
 
     release = random_stopping(
@@ -408,7 +388,7 @@ def test_non_pure_candidates() -> None:
     )
 
     def candidate(rng):
-        return float(dp.gaussian(0.0, rho=0.125, rng=rng).value), None
+        return float(dp.gaussian(0.0, rho=0.125, sensitivity=1, rng=rng).value), None
 
     capped = random_stopping(
         candidate, event=gaussian, stop_probability=0.5, max_draws=4, rng=seeded(6)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -9,6 +11,10 @@ import dpkit as dp
 from dpkit.accounting import RDPAccountant, pure_epsilon
 from dpkit.data import load_adult_features
 from dpkit.testing import assert_binomial, seeded
+
+# These tests fit LogisticRegression on features used as given (no bounds=) on purpose:
+# the warning that asks for public bounds is tested in tests/learn/test_scaling.py.
+pytestmark = pytest.mark.filterwarnings("ignore::dpkit.learn._base.UnscaledFeaturesWarning")
 
 
 def blobs(rows: int = 3000, separation: float = 0.4) -> tuple[np.ndarray, np.ndarray]:
@@ -72,7 +78,7 @@ def test_approximate_dp_models_are_accounted_with_rdp() -> None:
     assert RDPAccountant().compose(result.event).get_epsilon(1e-5) <= 2.0
     assert result.guarantee == budget
     assert 0 < result.model_epsilon < 2.0
-    assert result.score > 0.8
+    assert result.noisy_score > 0.8
 
 
 def test_regressors_are_scored_by_clipped_squared_error() -> None:
@@ -87,7 +93,7 @@ def test_regressors_are_scored_by_clipped_squared_error() -> None:
         mean_trials=4.0,
         rng=seeded(5),
     )
-    assert -1.0 <= result.score <= 0.0
+    assert -1.0 <= result.noisy_score <= 0.0
 
 
 def test_tuning_finds_the_good_setting() -> None:
@@ -218,3 +224,13 @@ def test_a_failing_trial_is_charged_and_reported() -> None:
         )
     assert failure.value.event is not None
     assert "learning_rate" not in str(failure.value) or "InvalidParameter" in str(failure.value)
+
+
+def test_the_released_score_is_named_noisy_and_score_is_a_deprecated_alias() -> None:
+    X, y = blobs()
+    result = dp.tune(NB, {"var_smoothing": [1e-9]}, X, y, budget=1.0, rng=seeded(30))
+    assert 0.5 < result.noisy_score < 1.5  # a noisy accuracy (it may leave [0, 1])
+    with pytest.warns(DeprecationWarning, match="noisy_score"):
+        old = result.score
+    assert old == result.noisy_score
+    assert "score" not in {f.name for f in dataclasses.fields(result)}

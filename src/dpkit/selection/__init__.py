@@ -13,9 +13,10 @@
   of a private :class:`Candidate`, or the first run reaching a target score (Liu &
   Talwar 2019), the number of runs geometric or any of Papernot & Steinke's laws
   (``repetitions=``: truncated negative binomial, logarithmic, Poisson), the release's
-  event a :class:`~dpkit.accounting.events.RepeatAndSelectEvent`;
+  event a :class:`~dpkit.accounting.RepeatAndSelectEvent`;
   :func:`random_stopping_event` / :func:`thresholding_event` give their cost without
-  running them.
+  running them; their releases are :class:`SelectionRelease` objects, whose
+  ``alternatives`` lists other valid :class:`Statement` s (a capped run's composition).
 
 Each takes ``monotonic=True`` for scores that move in one direction between
 neighbours (counts), which halves the noise. Every release is a
@@ -36,6 +37,8 @@ from dpkit.selection.noisy_max import (
 from dpkit.selection.private_candidates import (
     Candidate,
     Selected,
+    SelectionRelease,
+    Statement,
     random_stopping,
     random_stopping_event,
     thresholding,
@@ -51,8 +54,10 @@ __all__ = [
     "PermuteAndFlip",
     "ReportNoisyMax",
     "Selected",
+    "SelectionRelease",
     "SparseVector",
     "SparseVectorStream",
+    "Statement",
     "TuneResult",
     "exponential",
     "noisy_binary_search",

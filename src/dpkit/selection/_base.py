@@ -141,7 +141,7 @@ class NoisyArgmax(Mechanism):
         With probability at least ``confidence``, ``s_best - s_released`` is at most
         the returned value, for any scores of ``n_candidates`` candidates. Union bound
         over the ``n - 1`` other candidates of ``P(c s_i + N_i > c s_best + N_best)``
-        (the tail of the difference of two noises; see :func:`noise_tail_inverse`),
+        (the tail of the difference of two noises; see ``noise_tail_inverse``),
         which for Gumbel noise is the exponential mechanism's bound of Dwork & Roth
         2014, Thm 3.11 (slightly sharper). Depends on public values only.
         """

@@ -35,7 +35,7 @@ import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Literal, NamedTuple, overload
+from typing import Any, Literal, NamedTuple, TypeVar, overload
 
 from dpkit import _validation as check
 from dpkit.accounting._math.rounding import fraction_up
@@ -65,6 +65,8 @@ from dpkit.selection._repetitions import LAWS, MIN_SHAPE, Repetitions
 __all__ = [
     "Candidate",
     "Selected",
+    "SelectionRelease",
+    "Statement",
     "random_stopping",
     "random_stopping_event",
     "thresholding",
@@ -77,6 +79,31 @@ class Selected(NamedTuple):
 
     score: float
     output: Any
+
+
+class Statement(NamedTuple):
+    """A valid privacy statement about a release: an ``event`` and its ``guarantee``."""
+
+    event: Event
+    guarantee: Guarantee
+
+
+ValueT = TypeVar("ValueT")
+
+
+@dataclass(frozen=True, slots=True)
+class SelectionRelease(Release[ValueT]):
+    """A :class:`~dpkit.mechanisms.Release` of a selection, with its other valid statements.
+
+    ``event`` and ``guarantee`` are the statement chosen for the release (see
+    :func:`random_stopping_event`). ``alternatives`` holds the other statements that
+    are also valid for the same release and not implied by the chosen one -- e.g. for
+    a capped run, the pure composition ``RepeatedEvent(event, T)`` next to the
+    ``(3 epsilon, delta)`` statement. Charge *one* of them (any one: each is a valid
+    bound on its own); an accountant composing that event gets a valid bound.
+    """
+
+    alternatives: tuple[Statement, ...] = ()
 
 
 class _Drawn(NamedTuple):
@@ -124,6 +151,8 @@ class Candidate:
     score:
         Optional post-processing ``score(output) -> float`` (no privacy cost).
 
+    Notes
+    -----
     Scores must be finite real numbers; ties are broken by draw order, which has the
     law of a uniform, data-independent tie-break (the draws are i.i.d.).
     """
@@ -405,6 +434,7 @@ def random_stopping_event(
     mean: float | None = None,
     shape: float | None = None,
     max_draws: int | None = None,
+    delta: float | None = None,
 ) -> Event:
     """The event of a whole :func:`random_stopping` run, without running it.
 
@@ -419,39 +449,77 @@ def random_stopping_event(
     ``eta`` (``0`` logarithmic, ``inf`` Poisson): ``(2 + eta) epsilon``-DP for finite
     ``eta`` (PS22 Cor. 3), RDP by PS22 Thm 2 or Thm 6.
 
-    With a cap ``T = max_draws`` the run is no longer LT19's algorithm. It differs from
-    the uncapped one only when the stopping time exceeds ``T`` (probability
-    ``beta = (1 - gamma)^T``), so for an epsilon-DP candidate it is
-    ``(3 epsilon, (1 + e^(3 epsilon)) beta)``-DP (``ApproxEvent``; derived here from the
-    coupling, checked exactly in the tests). When that is no better -- ``T <= 3``, a
-    non-pure candidate, or ``delta >= 1`` -- the event is the composition
-    ``RepeatedEvent(event, T)``. LT19's own capped theorems (3.4, 3.5) are not used:
-    their constants could not be verified.
+    With a cap ``T = max_draws`` the run is no longer LT19's algorithm, and two
+    statements are valid for an epsilon-DP candidate:
+
+    * the composition of the ``T`` draws, ``RepeatedEvent(event, T)``: ``T epsilon``-DP;
+    * ``ApproxEvent(3 epsilon, (1 + e^(3 epsilon)) beta)``: the capped run differs from
+      the uncapped one only when the stopping time exceeds ``T`` (probability
+      ``beta = (1 - gamma)^T``), a coupling argument (derived here; the tests check it
+      against exact output laws).
+
+    The event is chosen by this rule: (1) if one statement implies the other, the
+    stronger one -- the composition wins when its own ``(3 epsilon, delta)`` profile,
+    ``delta = (e^(T eps) - e^(3 eps)) / (1 + e^(T eps))``, is no larger (``T <= 3``,
+    or a ``beta`` too large to say anything); (2) otherwise, with ``delta=`` given
+    (the largest delta you accept), the ``(3 epsilon, delta)`` statement if its delta
+    is at most yours, else the composition; (3) otherwise (no ``delta=``) the
+    ``(3 epsilon, delta)`` statement. :func:`random_stopping` returns the statement not
+    chosen in :attr:`SelectionRelease.alternatives`. Candidates that are not pure DP:
+    the composition only. LT19's own capped theorems (3.4, 3.5) are not used: their
+    constants could not be verified.
     """
     owner = "random_stopping_event"
     event = _candidate_event(candidate, owner)
     cap = _check_cap(max_draws, owner)
     law = _law(stop_probability, repetitions, mean, shape, cap, owner)
-    return _random_stopping_event(event, law, cap)
+    if delta is not None:
+        delta = check.check_delta(delta, owner, allow_zero=False)
+    return _random_stopping_events(event, law, cap, delta)[0]
 
 
-def _random_stopping_event(event: Event, law: Repetitions, cap: int | None) -> Event:
-    uncapped = RepeatAndSelectEvent(event, law.mean, law.shape)
-    gamma = law.gamma  # geometric: a float <= the exact stop probability
-    if cap is None or gamma is None or gamma == 1.0:
-        return uncapped
-    epsilon = pure_epsilon(uncapped)
-    if epsilon is None or cap <= 3:
-        return RepeatedEvent(event, cap)
+def _pure_profile(epsilon: float, at: float) -> float:
+    """The smallest delta with which epsilon-DP implies (at, delta)-DP (binary randomized
+    response's profile, Kairouz, Oh & Viswanath 2015): (e^eps - e^at) / (1 + e^eps)."""
+    if at >= epsilon:
+        return 0.0
+    return -math.expm1(at - epsilon) / (1.0 + math.exp(-epsilon))
+
+
+def _capped_approx(epsilon: float, gamma: float, cap: int) -> ApproxEvent | None:
+    """``ApproxEvent(epsilon, (1 + e^epsilon) (1 - gamma)^T)`` (``epsilon`` the uncapped
+    run's), rounded up; None when its delta is 1 or more."""
     beta = (Fraction(1) - Fraction(gamma)) ** cap
     try:
         factor = Fraction(math.exp(epsilon)) * (1 + Fraction(1, 10**12)) + 1
     except OverflowError:
-        return RepeatedEvent(event, cap)
+        return None
     delta = fraction_up(factor * beta)
-    if delta >= 1.0:
-        return RepeatedEvent(event, cap)
-    return ApproxEvent(epsilon, delta)
+    return ApproxEvent(epsilon, delta) if delta < 1.0 else None
+
+
+def _random_stopping_events(
+    event: Event, law: Repetitions, cap: int | None, delta: float | None
+) -> tuple[Event, tuple[Event, ...]]:
+    """The chosen event of a run and the other valid events it does not imply."""
+    uncapped = RepeatAndSelectEvent(event, law.mean, law.shape)
+    gamma = law.gamma  # geometric: a float <= the exact stop probability
+    if cap is None or gamma is None or gamma == 1.0:
+        return uncapped, ()
+    composed = RepeatedEvent(event, cap)
+    epsilon = pure_epsilon(uncapped)
+    approx = None if epsilon is None else _capped_approx(epsilon, gamma, cap)
+    if approx is None:
+        return composed, ()
+    composed_epsilon = pure_epsilon(composed)
+    assert composed_epsilon is not None  # the candidate is pure DP
+    # Which statement is chosen changes only how good the release's statement is,
+    # never its validity: both are proven, so no rounding direction matters here.
+    if approx.delta >= _pure_profile(composed_epsilon, approx.epsilon):
+        return composed, ()  # T epsilon-DP implies (3 epsilon, delta)
+    if delta is not None and approx.delta > delta:
+        return composed, (approx,)
+    return approx, (composed,)
 
 
 def thresholding_event(
@@ -462,8 +530,11 @@ def thresholding_event(
     For an epsilon-DP candidate: ``PureEvent(2 epsilon)`` uncapped. With a cap ``T``:
     ``PureEvent(2 epsilon + 2 e^(-T gamma))`` when ``T >= 1 + 1/(e gamma)`` (Thm 3.1 with
     ``epsilon_0 = 2 e^(-T gamma)``, as OpenDP instantiates it; the digest marks these
-    constants SECONDARY, and the tests check them exactly on a grid), or the
-    composition ``RepeatedEvent(event, T)`` when that is smaller or the condition fails.
+    constants SECONDARY; the tests check them against exact output laws, where the
+    exact loss passes ``2 epsilon`` by at most a fifth of the extra term), or the
+    composition ``RepeatedEvent(event, T)`` when that is smaller or the condition fails
+    (both are pure: the smaller one implies the other, the rule of
+    :func:`random_stopping_event`).
     Non-pure candidates: LT19's approximate-DP version is UNVERIFIED, so only the safe
     fallback is offered -- a cap ``T`` is required and the event is the composition
     ``RepeatedEvent(event, T)``.
@@ -540,7 +611,7 @@ def random_stopping(
     delta: float | None = None,
     confidence: float = 0.95,
     rng: RandomLike | None = None,
-) -> Release[Selected]: ...
+) -> SelectionRelease[Selected]: ...
 
 
 @overload
@@ -556,7 +627,7 @@ def random_stopping(
     delta: float | None = None,
     confidence: float = 0.95,
     rng: RandomLike | None = None,
-) -> Release[Selected | None]: ...
+) -> SelectionRelease[Selected | None]: ...
 
 
 def random_stopping(
@@ -571,7 +642,7 @@ def random_stopping(
     delta: float | None = None,
     confidence: float = 0.95,
     rng: RandomLike | None = None,
-) -> Release[Any]:
+) -> SelectionRelease[Any]:
     """Repeat a private candidate, stop at random, release the best draw (LT19 Alg. 2).
 
     After each draw a coin stops the run with probability ``gamma = stop_probability``,
@@ -620,7 +691,9 @@ def random_stopping(
     delta:
         For candidates without a pure-DP guarantee, and for the Poisson law: state the
         release's guarantee as ``(epsilon, delta)``-DP from the RDP accountant (PS22
-        Thm 2 and Thm 6).
+        Thm 2 and Thm 6). With ``max_draws`` and a pure-DP candidate: the largest
+        delta you accept; the ``(3 epsilon, delta)`` statement is chosen only if its
+        delta is at most this (see :func:`random_stopping_event`).
     confidence:
         Confidence of the reported :class:`~dpkit.mechanisms.FailureBound`.
     rng:
@@ -633,11 +706,15 @@ def random_stopping(
     (mean rounded up). Other laws: ``RepeatAndSelectEvent(candidate_event, mean,
     shape)``, ``(2 + eta) epsilon``-DP for an epsilon-DP candidate and finite ``eta``
     (PS22 Cor. 3: ``2 epsilon`` logarithmic), RDP by PS22 Thm 2 (Thm 6 for Poisson).
-    ``K`` is sampled exactly (:mod:`dpkit.selection._repetitions`) with the law the
+    ``K`` is sampled exactly (``dpkit.selection._repetitions``) with the law the
     event describes, or -- truncated negative binomial -- one with a parameter
     ``gamma`` no smaller and a mean no larger, whose bound is no larger. Neither ``K``
     nor the other draws are released. A failing draw raises
-    :class:`~dpkit.errors.CandidateFailed` carrying the same event.
+    :class:`~dpkit.errors.CandidateFailed` carrying the same event. With a cap ``T``:
+    the better of ``T epsilon``-DP (composition) and ``(3 epsilon, (1 + e^(3 epsilon))
+    (1 - gamma)^T)``-DP by the rule of :func:`random_stopping_event`; the other one,
+    when it is not implied, is in the release's ``alternatives``
+    (:class:`SelectionRelease`).
 
     Accuracy
     --------
@@ -674,8 +751,9 @@ def random_stopping(
     confidence = check.check_probability(
         confidence, "confidence", owner, open_low=True, open_high=True
     )
-    selection_event = _random_stopping_event(cand.event, law, cap)
+    selection_event, others = _random_stopping_events(cand.event, law, cap, delta)
     guarantee = _guarantee(selection_event, delta, owner)
+    alternatives = tuple(Statement(other, _guarantee(other, delta, owner)) for other in others)
     random = as_random(rng)
     stop = law.stop  # geometric: the exact stop probability, coins drawn as we go
     error: FailureBound | None = None
@@ -688,13 +766,14 @@ def random_stopping(
     else:
         count = law.sample(random)  # drawn first, independently of the data
         if count == 0:  # Poisson: the fixed default output, nothing runs
-            return Release(
+            return SelectionRelease(
                 value=None,
                 error=None,
                 event=selection_event,
                 guarantee=guarantee,
                 mechanism="RandomStopping",
                 secure=random.secure,
+                alternatives=alternatives,
             )
     best: Selected | None = None
     secure = random.secure
@@ -711,13 +790,14 @@ def random_stopping(
         elif draws == cap or bernoulli(stop, rng=random):
             break
     del draws, count
-    return Release(
+    return SelectionRelease(
         value=best,
         error=error,
         event=selection_event,
         guarantee=guarantee,
         mechanism="RandomStopping",
         secure=secure,
+        alternatives=alternatives,
     )
 
 
@@ -731,7 +811,7 @@ def thresholding(
     delta: float | None = None,
     confidence: float = 0.95,
     rng: RandomLike | None = None,
-) -> Release[Selected | None]:
+) -> SelectionRelease[Selected | None]:
     """The first draw whose score reaches a known target, or None (LT19 Alg. 1).
 
     Draws the candidate; releases the draw if its score is ``>= threshold``; otherwise
@@ -761,8 +841,10 @@ def thresholding(
     ``P[release = (x, q)]`` is ``e^eps`` times that of ``gamma + p (1 - gamma)``, itself at
     most ``e^eps``). With a cap ``T >= 1 + 1/(e gamma)``:
     ``(2 epsilon + 2 e^(-T gamma))``-DP -- the constants of Thm 3.1 as OpenDP states them,
-    marked SECONDARY in our digest (not read in the paper) and checked exactly on a
-    grid by the tests; otherwise the composition of ``T`` draws. Candidates without a
+    marked SECONDARY in our digest (not read in the paper) and checked against exact
+    output laws by the tests -- or the composition of ``T`` draws (``T epsilon``-DP),
+    whichever is smaller: both are pure, so one implies the other and the release's
+    ``alternatives`` is empty. Candidates without a
     pure-DP guarantee: LT19's approximate-DP statement is UNVERIFIED, so this function
     ships only the safe fallback, basic composition over a required cap ``T``
     (``RepeatedEvent(event, T)``). See :func:`thresholding_event`.
@@ -806,7 +888,7 @@ def thresholding(
         if draws == cap or bernoulli(stop, rng=random):
             break
     del draws
-    return Release(
+    return SelectionRelease(
         value=chosen,
         error=error,
         event=selection_event,

@@ -59,8 +59,8 @@ class SparseVector(Mechanism):
     Exact distribution
     ------------------
     With ``rho ~ Lap(b1)`` and i.i.d. ``nu_i ~ Lap(b2)``, where ``b1`` =
-    :attr:`threshold_scale` = ``2 sensitivity / epsilon`` and ``b2`` =
-    :attr:`query_scale` = ``4 sensitivity / epsilon`` (``2 sensitivity / epsilon``
+    ``threshold_scale`` = ``2 sensitivity / epsilon`` and ``b2`` =
+    ``query_scale`` = ``4 sensitivity / epsilon`` (``2 sensitivity / epsilon``
     if monotonic), both rounded up to floats, :meth:`release` returns the smallest
     ``i`` with ``a_i + nu_i >= T + rho`` -- compared exactly, on real numbers -- or
     ``None`` if there is none. Answers beyond ``+-2^1000`` are clipped first (a

@@ -432,7 +432,7 @@ def select_by_tree(
     The binary-tree algorithm of Steinke's open-problem post (differentialprivacy.org,
     2025): from the root of a balanced binary tree over the candidates, ask at each
     node the noisy value of ``q = min(left)/2 - min(right)/2`` and go right iff it is
-    positive; release the leaf reached. See :class:`TreeSelection`.
+    positive; release the leaf reached. See ``TreeSelection``.
 
     Parameters
     ----------
@@ -468,7 +468,7 @@ def select_by_tree(
     --------
     Expected excess loss at most ``0.34 s k`` with ``s = sqrt(k / (2 rho))``
     (Gaussian; ``0.34 k^{3/2}`` at ``rho = 1/2``) or ``k b / e`` with ``b = k / epsilon``
-    (Laplace); see :meth:`TreeSelection.expected_excess_bound`.
+    (Laplace); see ``TreeSelection.expected_excess_bound``.
 
     Examples
     --------

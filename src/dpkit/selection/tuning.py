@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -59,10 +60,14 @@ class TuneResult:
         The selected model, fitted on the training rows.
     params:
         Its hyperparameters (drawn from the search space).
-    score:
-        Its noisy validation score: accuracy for classifiers, or minus the mean of the
-        squared errors over the squared range of ``bounds_y`` (clipped at 1) for
-        regressors; a noisy count divided by a noisy number of validation rows.
+    noisy_score:
+        Its *noisy* validation score, the one the selection compared: accuracy for
+        classifiers, or minus the mean of the squared errors over the squared range of
+        ``bounds_y`` (clipped at 1) for regressors; a noisy count divided by a noisy
+        number of validation rows. It is a DP release, not the model's accuracy: it
+        carries Laplace noise, and being the best of several noisy scores it is biased
+        upwards. Measure accuracy on rows the tuning never saw. ``score`` is its old
+        name, deprecated (a :class:`DeprecationWarning`).
     model_epsilon:
         The epsilon each trial's model was trained with.
     event, guarantee:
@@ -72,10 +77,21 @@ class TuneResult:
 
     model: Any
     params: dict[str, Any]
-    score: float
+    noisy_score: float
     model_epsilon: float
     event: Event
     guarantee: Guarantee
+
+    @property
+    def score(self) -> float:
+        """Deprecated name of :attr:`noisy_score` (the noisy validation score)."""
+        warnings.warn(
+            "TuneResult.score is deprecated: it is the noisy validation score, now named "
+            "TuneResult.noisy_score.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.noisy_score
 
 
 def tune(
@@ -162,7 +178,7 @@ def tune(
     PureDP(epsilon=1.0)
     >>> round(result.model_epsilon, 4)  # (1 - 0.02) / 3
     0.3267
-    >>> result.score > 0.9
+    >>> result.noisy_score > 0.9
     True
     """
     owner = "tune"
@@ -256,7 +272,7 @@ def tune(
     return TuneResult(
         model=model,
         params=params,
-        score=selected.score / max(noisy_size, 1.0),
+        noisy_score=selected.score / max(noisy_size, 1.0),
         model_epsilon=model_epsilon,
         event=event,
         guarantee=target,
