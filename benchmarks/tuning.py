@@ -74,7 +74,7 @@ def train_all(X, y, epsilon: float, rng: dp.Random) -> tuple[object, float]:
     best, best_score = None, -math.inf
     for setting in every:
         model = dp.learn.LogisticRegression(
-            epsilon=model_epsilon, delta=DELTA, rng=rng, **setting
+            epsilon=model_epsilon, delta=DELTA, bounds=(0, 1), rng=rng, **setting
         ).fit(X[~validation], y[~validation])
         correct = float((model.predict(X[validation]) == y[validation]).sum())
         noisy = float(dp.noise.laplace(correct, scale=1 / (SCORE_SHARE * model_epsilon), rng=rng))
@@ -95,7 +95,7 @@ def run(seeds: int, epsilons: list[float]) -> dict[str, dict[float, list[float]]
             rng = seeded(1000 * seed + 7)
             start = time.perf_counter()
             tuned = dp.tune(
-                dp.learn.LogisticRegression(),
+                dp.learn.LogisticRegression(bounds=(0, 1)),
                 SPACE,
                 X[train],
                 y[train],
@@ -108,7 +108,9 @@ def run(seeds: int, epsilons: list[float]) -> dict[str, dict[float, list[float]]
             accuracy[methods[0]][epsilon].append(tuned.model.score(X[test], y[test]))
             every, _ = train_all(X[train], y[train], epsilon, rng)
             accuracy[methods[1]][epsilon].append(every.score(X[test], y[test]))  # type: ignore[attr-defined]
-            default = dp.learn.LogisticRegression(epsilon=epsilon, delta=DELTA, rng=rng)
+            default = dp.learn.LogisticRegression(
+                epsilon=epsilon, delta=DELTA, bounds=(0, 1), rng=rng
+            )
             default.fit(X[train], y[train])
             accuracy[methods[2]][epsilon].append(default.score(X[test], y[test]))
             print(

@@ -4,24 +4,28 @@
 
 Module map
 ----------
-``dp.random``       secure (default) and seeded random bits; ``as_random``, ``Random``
-``dp.noise``        exact samplers: discrete Laplace/Gaussian, Bernoulli(exp(-x)), and
-                    continuous Laplace/Gaussian/truncated Laplace rounded exactly to a grid
-``dp.accounting``   guarantees (``PureDP``, ``ApproxDP``, ``ZCDP``, ``RDP``), conversions,
-                    composition theorems, events
-``dp.mechanisms``   Laplace, Gaussian, their discrete versions, truncated Laplace,
-                    randomized response (also re-exported here)
-``dp.selection``    exponential mechanism, report-noisy-max, permute-and-flip, sparse
-                    vector (also re-exported here)
-``dp.learn``        scikit-learn compatible DP models (logistic/linear regression, naive Bayes)
-``dp.reliability``  never-fail constructions: absorb failure into delta, repeat until success
-``dp.design``       optimal noise by linear programming
-``dp.synth``        private synthetic data (MST, AIM) on the Session's ledger
-``dp.groupwise``    group-wise privacy: two-stage noise and its numerical analysis
-``dp.audit``        lower bounds on epsilon at a confidence: black-box, one-run (SNJ23),
-                    and the floating-point reachability attack (Mironov 2012)
-``dp.testing``      distribution assertions and contract checks for mechanism authors
-``dp.errors``       the exception hierarchy (also re-exported here)
+::
+
+    dp.random       secure (default) and seeded random bits; as_random, Random
+    dp.noise        exact samplers: discrete Laplace/Gaussian, Bernoulli(exp(-x)), and
+                        continuous Laplace/Gaussian/truncated Laplace rounded exactly to a grid
+    dp.accounting   guarantees (PureDP, ApproxDP, ZCDP, RDP), conversions,
+                        composition theorems, events
+    dp.mechanisms   Laplace, Gaussian, their discrete versions, truncated Laplace,
+                        randomized response (also re-exported here)
+    dp.selection    exponential mechanism, report-noisy-max, permute-and-flip, sparse
+                        vector (also re-exported here)
+    dp.tools        array tools: count, sum, mean, var, std, histogram(2d) with public bounds
+                        and an interval (also re-exported here)
+    dp.learn        scikit-learn compatible DP models (logistic/linear regression, naive Bayes)
+    dp.reliability  never-fail constructions: absorb failure into delta, repeat until success
+    dp.design       optimal noise by linear programming
+    dp.synth        private synthetic data (MST, AIM) on the Session's ledger
+    dp.groupwise    group-wise privacy: two-stage noise and its numerical analysis
+    dp.audit        lower bounds on epsilon at a confidence: black-box, one-run (SNJ23),
+                        and the floating-point reachability attack (Mironov 2012)
+    dp.testing      distribution assertions and contract checks for mechanism authors
+    dp.errors       the exception hierarchy (also re-exported here)
 """
 
 from typing import TYPE_CHECKING
@@ -39,6 +43,7 @@ from dpkit import (
     random,
     reliability,
     selection,
+    tools,
 )
 from dpkit.accounting import (
     RDP,
@@ -114,10 +119,21 @@ from dpkit.selection import (
     sparse_vector,
     tune,
 )
+from dpkit.tools import (
+    ClippedErrorBound,
+    count,
+    histogram,
+    histogram2d,
+    mean,
+    std,
+    sum,
+    var,
+)
 
 if TYPE_CHECKING:
     from dpkit import analytics, synth
     from dpkit.analytics import KeySet, Query, Session
+    from dpkit.analytics._describe_api import describe
     from dpkit.synth import synthesize
 else:
     # The analytics Session (and its engine, ledger and query compiler) loads on first
@@ -128,6 +144,7 @@ else:
         "KeySet": ("dpkit.analytics", "KeySet"),
         "Query": ("dpkit.analytics", "Query"),
         "Session": ("dpkit.analytics", "Session"),
+        "describe": ("dpkit.analytics._describe_api", "describe"),
         "synth": ("dpkit.synth", ""),
         "synthesize": ("dpkit.synth", "synthesize"),
     }
@@ -157,6 +174,7 @@ __all__ = [
     "ApproxDPFilter",
     "BudgetExceeded",
     "CandidateFailed",
+    "ClippedErrorBound",
     "DPError",
     "DPWarning",
     "DataError",
@@ -196,7 +214,9 @@ __all__ = [
     "analytics",
     "as_random",
     "audit",
+    "count",
     "count_distinct",
+    "describe",
     "design",
     "design_noise",
     "discrete_gaussian",
@@ -206,10 +226,13 @@ __all__ = [
     "exponential",
     "gaussian",
     "groupwise",
+    "histogram",
+    "histogram2d",
     "inverse_sensitivity",
     "laplace",
     "learn",
     "max",
+    "mean",
     "mechanisms",
     "median",
     "min",
@@ -227,11 +250,15 @@ __all__ = [
     "selection",
     "shifted_inverse_sensitivity",
     "sparse_vector",
+    "std",
     "subsampled_laplace",
+    "sum",
     "synth",
     "synthesize",
+    "tools",
     "truncated_laplace",
     "tune",
     "user_count",
     "user_sum",
+    "var",
 ]

@@ -141,7 +141,7 @@ class CandidateFailed(DPError):
     The candidate raised, or returned a score that is not a finite real number. The
     failure is the selection's output: it is released, and charged, exactly like a
     successful selection (a failing draw counts as the best score and stops the run),
-    so :attr:`event` and :attr:`guarantee` are those of the whole selection and must be
+    so ``event`` and ``guarantee`` are those of the whole selection and must be
     charged. The number of draws that ran is not reported (it is private). The
     candidate's own exception, if any, is chained as ``__cause__``.
     """

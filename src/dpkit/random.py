@@ -211,6 +211,7 @@ def _derive_key(key: bytes, label: bytes, index: int) -> bytes:
     return hashlib.sha256(key + label + index.to_bytes(8, "little")).digest()
 
 
+#: What every ``rng=`` argument accepts (:func:`as_random` normalises it).
 RandomLike: TypeAlias = "Random | int | np.random.SeedSequence | np.random.Generator"
 
 # Every live generator, so that the at-fork hook can reach them all (weak: the hook

@@ -43,7 +43,7 @@ _MIN_EXPECTED = 20.0
 
 
 def seeded(seed: int) -> Random:
-    """A seeded generator for tests, without the :class:`InsecureRandomWarning`."""
+    """A seeded generator for tests, without the :class:`~dpkit.errors.InsecureRandomWarning`."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InsecureRandomWarning)
         return as_random(seed)

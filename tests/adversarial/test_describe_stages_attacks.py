@@ -196,7 +196,7 @@ def _shape(result: Any, query: Query) -> tuple[Any, ...]:
     parts = []
     for name in names:
         values = np.asarray(result.columns[name])
-        if name in groups:
+        if name in groups or values.dtype.kind in "OUS":  # keys, and notes on releases
             parts.append((name, tuple(str(v) for v in values)))
         else:
             parts.append((name, tuple(np.isfinite(values.astype(np.float64)).tolist())))

@@ -91,7 +91,7 @@ def test_tune_output_with_a_nan_target_is_that_of_the_table_without_it() -> None
             mean_trials=3,
             rng=seeded(5),
         )
-        runs.append((result.score, result.params, result.model.coef_.tolist()))
+        runs.append((result.noisy_score, result.params, result.model.coef_.tolist()))
     assert runs[0] == runs[1]
 
 

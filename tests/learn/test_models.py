@@ -28,6 +28,10 @@ from dpkit.learn._base import (
 from dpkit.learn.logistic import _clipped_gradient_sum
 from dpkit.testing import seeded
 
+# These tests fit LogisticRegression on features used as given (no bounds=) on purpose:
+# the warning that asks for public bounds is tested in tests/learn/test_scaling.py.
+pytestmark = pytest.mark.filterwarnings("ignore::dpkit.learn._base.UnscaledFeaturesWarning")
+
 
 @pytest.fixture(scope="module")
 def adult() -> tuple[np.ndarray, np.ndarray]:
@@ -73,7 +77,8 @@ def test_get_params_clone_and_refit(name: str) -> None:
 
 def test_logistic_works_with_no_argument_but_epsilon() -> None:
     X, y = binary_blobs()
-    model = dp.learn.LogisticRegression(epsilon=1.0).fit(X, y)
+    with pytest.warns(dp.learn.UnscaledFeaturesWarning, match="bounds="):
+        model = dp.learn.LogisticRegression(epsilon=1.0).fit(X, y)
     assert model.score(X, y) > 0.9
     assert model.guarantee == dp.ApproxDP(1.0, 1e-6)
 

@@ -15,6 +15,11 @@ import dpkit as dp
 from dpkit.learn._moments import moment_scales, noisy_moments
 from dpkit.testing import assert_cdf, seeded
 
+# These tests fit LogisticRegression on features used as given (no bounds=) on purpose:
+# the warning that asks for public bounds is tested in tests/learn/test_scaling.py.
+pytestmark = pytest.mark.filterwarnings("ignore::dpkit.learn._base.UnscaledFeaturesWarning")
+
+
 DRAWS = 2000
 
 

@@ -63,7 +63,7 @@ def test_tune_with_a_nan_regression_target_never_fails() -> None:
             validation_fraction=0.5,
             rng=seeded(seed),
         )
-        assert np.isfinite(result.score)
+        assert np.isfinite(result.noisy_score)
 
 
 def test_unpenalised_linear_regression_never_raises_on_a_singular_system() -> None:

@@ -149,19 +149,26 @@ def test_randomized_response_estimates_are_unbiased_on_average() -> None:
 
 
 def test_function_wrappers_match_classes() -> None:
-    assert dp.laplace(1.0, epsilon=1.0, rng=seeded(5)) == dp.Laplace.calibrate(epsilon=1.0).release(
-        1.0, rng=seeded(5)
-    )
-    release = dp.gaussian([1.0, 2.0], epsilon=1.0, delta=1e-6, rng=seeded(6))
+    assert dp.laplace(1.0, epsilon=1.0, sensitivity=1, rng=seeded(5)) == dp.Laplace.calibrate(
+        epsilon=1.0
+    ).release(1.0, rng=seeded(5))
+    release = dp.gaussian([1.0, 2.0], epsilon=1.0, delta=1e-6, sensitivity=1, rng=seeded(6))
     assert release.guarantee == dp.ApproxDP(1.0, 1e-6) and release.mechanism == "Gaussian"
-    assert dp.discrete_laplace(3, epsilon=1.0, rng=seeded(7)).value in range(-100, 100)
-    assert dp.discrete_gaussian(3, rho=1.0, rng=seeded(7)).guarantee == dp.ZCDP(1.0)
+    assert dp.discrete_laplace(3, epsilon=1.0, sensitivity=1, rng=seeded(7)).value in range(
+        -100, 100
+    )
+    assert dp.discrete_gaussian(3, rho=1.0, sensitivity=1, rng=seeded(7)).guarantee == dp.ZCDP(1.0)
     assert dp.randomized_response([True], epsilon=1.0, rng=seeded(8)).value.shape == (1,)
-    assert dp.truncated_laplace(0.0, epsilon=1.0, delta=1e-5, rng=seeded(9)).guarantee.delta > 0
+    assert (
+        dp.truncated_laplace(
+            0.0, epsilon=1.0, delta=1e-5, sensitivity=1, rng=seeded(9)
+        ).guarantee.delta
+        > 0
+    )
 
 
 def test_secure_default_release_is_marked_secure() -> None:
-    assert dp.laplace(0.0, epsilon=1.0).secure is True
+    assert dp.laplace(0.0, epsilon=1.0, sensitivity=1).secure is True
 
 
 def test_release_values_lie_on_a_power_of_two_grid() -> None:

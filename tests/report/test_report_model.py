@@ -170,7 +170,7 @@ def test_statistic_from_a_laplace_release() -> None:
 
 
 def test_histogram_from_a_vector_release() -> None:
-    release = dp.laplace([5.0, 7.0, 9.0], epsilon=1.0, rng=4)
+    release = dp.laplace([5.0, 7.0, 9.0], epsilon=1.0, sensitivity=1, rng=4)
     hist = HistogramSummary.from_release((0, 1, 2, 3), release)
     assert hist.counts == tuple(float(v) for v in release.value)
     assert len(hist.ci_low) == len(hist.ci_high) == 3 and hist.confidence == 0.95

@@ -208,7 +208,7 @@ def dpsgd_epsilon(
         integer) puts every example in exactly one uniformly random batch, independently
         of the others; ``steps`` covers ``ceil(steps / t)`` epochs (a partial last epoch
         is counted as a whole one, which is safe). Analysed by the PLD of
-        :class:`~dpkit.accounting.events.RandomAllocationGaussianEvent` (Feldman &
+        :class:`~dpkit.accounting.RandomAllocationGaussianEvent` (Feldman &
         Shenfeld 2025, 2026); needs ``accountant="pld"``.
 
     Examples
@@ -276,7 +276,7 @@ def dpsgd_epsilon_bounds(
     The same mechanism as :func:`dpsgd_epsilon` (add/remove neighbours). ``upper`` is
     the PLD accountant's epsilon (``dpsgd_epsilon(..., accountant="pld")``), a
     guarantee; ``lower`` is a certified lower bound on the epsilon *any* accountant
-    can prove for this configuration (:mod:`dpkit.accounting.pld_bounds`), as
+    can prove for this configuration (``dpkit.accounting.pld_bounds``), as
     prv_accountant's ``eps_lower``.
 
     Examples

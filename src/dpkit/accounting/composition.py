@@ -63,7 +63,7 @@ def advanced_composition(epsilon: float, delta: float, count: int, delta_prime: 
     ``tests/golden/test_kov_composition_golden.py``.)
 
     It is *not* a filter: the parameters must be fixed in advance (for adaptively
-    chosen parameters see :class:`dpkit.accounting.filters.AdvancedCompositionFilter`).
+    chosen parameters see :class:`~dpkit.accounting.AdvancedCompositionFilter`).
 
     Parameters
     ----------

@@ -81,6 +81,8 @@ class PureDP(Guarantee):
     epsilon:
         A finite float >= 0 (0 describes a mechanism whose output ignores its input).
 
+    Notes
+    -----
     Composition (adaptive): epsilons add. Conversions: :meth:`to_zcdp`,
     :meth:`to_rdp` (both tight), :meth:`to_approx`.
     """
@@ -143,6 +145,8 @@ class ApproxDP(Guarantee):
     delta:
         A float in [0, 1).
 
+    Notes
+    -----
     Composition with ``+``: the basic theorem, epsilons add and deltas add (a sum of
     deltas reaching 1 raises). For tighter composition of many (eps, delta) mechanisms
     see :func:`dpkit.accounting.optimal_composition` and
@@ -201,6 +205,8 @@ class ZCDP(Guarantee):
     rho:
         A finite float >= 0.
 
+    Notes
+    -----
     Composition (adaptive): rhos add (Bun & Steinke 2016, Lemma 2.3).
     """
 
@@ -278,6 +284,8 @@ class RDP(Guarantee):
     epsilons:
         One float per order, >= 0, ``inf`` allowed (no bound at that order).
 
+    Notes
+    -----
     Composition (adaptive): pointwise sum on identical order grids (Mironov 2017,
     Prop. 1); composing different grids raises.
     """

@@ -97,6 +97,8 @@ class PLDAccountant(Accountant):
         Mass (in (0, 1e-6]) that may be cut from each tail of a PLD before and after a
         composition; it is moved, never dropped (left tail up, right tail to ``+inf``).
 
+    Notes
+    -----
     Supported events: :class:`GaussianEvent`, :class:`LaplaceEvent`,
     :class:`DiscreteLaplaceEvent`, :class:`RandomizedResponseEvent`,
     :class:`PureEvent` (as binary randomized response, the worst ``eps``-DP pair),
@@ -104,7 +106,7 @@ class PLDAccountant(Accountant):
     Viswanath 2015) and, for add/remove, :class:`PoissonSampledEvent` of a Gaussian or
     Laplace event; :class:`ExponentialMechanismEvent` (bounded range) and
     :class:`PermuteAndFlipEvent`; under ``"replace"``, :class:`PoissonSampledEvent` of a
-    Gaussian (see :mod:`dpkit.accounting._pld_extra`). ``compose(event, count=k)`` costs
+    Gaussian (see ``dpkit.accounting._pld_extra``). ``compose(event, count=k)`` costs
     one FFT whatever ``k`` is.
 
     Guarantee
@@ -201,7 +203,7 @@ class PLDAccountant(Accountant):
         """Certified ``[lower, upper]`` around the best epsilon of what was composed.
 
         ``upper`` is :meth:`get_epsilon`; ``lower`` a certified lower bound on the
-        epsilon any accountant can prove for the ledger (:mod:`dpkit.accounting.pld_bounds`,
+        epsilon any accountant can prove for the ledger (``dpkit.accounting.pld_bounds``,
         grid ``lower_discretization``: Gaussian and Poisson-subsampled Gaussian events,
         add/remove; other events and ``relation="replace"`` raise
         :class:`~dpkit.errors.UnsupportedEvent`).

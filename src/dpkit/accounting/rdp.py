@@ -311,7 +311,7 @@ class RDPAccountant(Accountant):
     Parameters
     ----------
     orders:
-        Strictly increasing Renyi orders > 1; default :data:`DEFAULT_ORDERS` (a superset
+        Strictly increasing Renyi orders > 1; default ``DEFAULT_ORDERS`` (a superset
         of dp_accounting's default grid, finer near 1).
     relation:
         None (default): each event is analysed for the relation it states, and the

@@ -9,6 +9,7 @@ from dpkit.analytics._release import (
     Explanation,
     OrderExplanation,
     QueryResult,
+    SmallGroupWarning,
     StatisticExplanation,
 )
 from dpkit.analytics.query import (
@@ -30,5 +31,6 @@ __all__ = [
     "Query",
     "QueryResult",
     "Session",
+    "SmallGroupWarning",
     "StatisticExplanation",
 ]

@@ -255,10 +255,14 @@ def is_file(value: object) -> bool:
 
 
 def kind_of(value: object) -> str:
-    """``"file"``, ``"pandas"``, ``"arrow"``, ``"spark"`` or ``"polars"`` (refused), or
+    """``"file"``, ``"pandas"``, ``"arrow"``, ``"spark"`` or ``"polars"``, or
     ``"unknown"``: what a table of ``from_tables`` is given as."""
+    from dpkit.analytics._sources import is_polars
+
     if is_file(value):
         return "file"
+    if is_polars(value):
+        return "polars"
     module = type(value).__module__
     if module.startswith("pandas"):
         return "pandas"
@@ -399,13 +403,13 @@ def open_duckdb_tables(
                     table=internal,
                     copy=unit is None,
                 )
-            elif kind_of(value) in ("pandas", "arrow"):
+            elif kind_of(value) in ("pandas", "arrow", "polars"):
                 _copy_object(database.connection, value, internal, label)
             else:
                 raise InvalidParameter.for_parameter(
                     "tables",
                     owner,
-                    "file paths (.parquet, .csv), pandas DataFrames or pyarrow Tables",
+                    "file paths (.parquet, .csv), pandas or Polars DataFrames or pyarrow Tables",
                     value,
                 )
             relation = _quote(internal)
@@ -426,7 +430,12 @@ def open_duckdb_tables(
 
 
 def _copy_object(connection: Any, data: Any, internal: str, owner: str) -> None:
-    """A pandas DataFrame or Arrow table copied into ``internal`` (as from_pandas)."""
+    """A pandas DataFrame, Arrow table or Polars frame copied into ``internal`` (as
+    from_pandas, from_arrow, from_polars)."""
+    from dpkit.analytics._sources import is_polars, polars_stream
+
+    if is_polars(data):
+        data = polars_stream(data, owner)
     try:
         connection.register("__dpkit_input", data)
         connection.execute(f"CREATE TABLE {_quote(internal)} AS SELECT * FROM __dpkit_input")
@@ -469,9 +478,16 @@ def open_spark_tables(
         elif kind in ("pandas", "arrow"):
             spark = spark or spark_session(owner)
             frame = spark.createDataFrame(value)
+        elif kind == "polars":
+            # Read by DuckDB (as from_polars), then handed to Spark as an Arrow table.
+            spark = spark or spark_session(owner)
+            frame = spark.createDataFrame(_public_arrow(value, label))
         else:
             raise InvalidParameter.for_parameter(
-                "tables", owner, "file paths, Spark DataFrames, pandas or Arrow tables", value
+                "tables",
+                owner,
+                "file paths, Spark DataFrames, pandas, Polars or Arrow tables",
+                value,
             )
         if engine is None:
             engine = SparkEngine(frame)
@@ -507,7 +523,7 @@ def _arrow_table(relation: Any) -> Any:
 
 def _public_arrow(value: Any, owner: str) -> Any:
     """A public table as an Arrow table: a file read by DuckDB (as from_path reads it),
-    a Spark DataFrame collected, pandas/Arrow as given."""
+    a Spark DataFrame collected, pandas/Arrow/Polars copied by DuckDB."""
     from dpkit.analytics._sources import open_file
 
     kind = kind_of(value)
@@ -522,7 +538,7 @@ def _public_arrow(value: Any, owner: str) -> Any:
             opened.connection.close()
     if kind == "spark":
         return value.toArrow()
-    if kind in ("pandas", "arrow"):
+    if kind in ("pandas", "arrow", "polars"):
         import duckdb
 
         connection = duckdb.connect()
@@ -532,5 +548,5 @@ def _public_arrow(value: Any, owner: str) -> Any:
         finally:
             connection.close()
     raise InvalidParameter.for_parameter(
-        "public", owner, "file paths, Spark DataFrames, pandas or Arrow tables", value
+        "public", owner, "file paths, Spark DataFrames, pandas, Polars or Arrow tables", value
     )

@@ -230,6 +230,8 @@ def _output_names(agg: Aggregation) -> list[str]:
     suffixes = ["", "_se", "_low", "_high"]
     if agg.kind in ORDER_KINDS:
         suffixes.append(f"_{ACCURACY_SUFFIX[agg.kind]}")
+    if agg.kind in ("mean", "variance"):
+        suffixes.append("_note")  # a group too small for a ratio (_release._estimate)
     names = [f"{value}{suffix}" for value in values for suffix in suffixes]
     if agg.private is not None:
         names += [f"{agg.name}_clamp_low", f"{agg.name}_clamp_high"]
@@ -485,7 +487,7 @@ def compile_query(
             statistics=(),
             partitions=partitions,
         )
-    charge = (amount,) if kind.name != "approx" else (amount, charge_delta)
+    charge = kind.vector(amount, charge_delta, Fraction(0))
     return CompiledQuery(
         plan,
         tuple(specs),

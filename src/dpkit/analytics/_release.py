@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,11 +19,17 @@ from dpkit.analytics._compile import CompiledQuery, StatisticSpec
 from dpkit.analytics._order import ACCURACY_SUFFIX, OrderSpec, order_columns, release_order
 from dpkit.analytics.engines import EngineResult
 from dpkit.analytics.query import Query
-from dpkit.errors import InvalidParameter
+from dpkit.errors import DPWarning, InvalidParameter
 from dpkit.mechanisms._base import Mechanism, Release
 from dpkit.random import Random
 
-__all__ = ["Explanation", "OrderExplanation", "QueryResult", "StatisticExplanation"]
+__all__ = [
+    "Explanation",
+    "OrderExplanation",
+    "QueryResult",
+    "SmallGroupWarning",
+    "StatisticExplanation",
+]
 
 Key = tuple[Any, ...]
 
@@ -38,6 +45,12 @@ def _normal_quantile(confidence: float) -> float:
         else:
             high = mid
     return high
+
+
+class SmallGroupWarning(DPWarning):
+    """``Session.explain``: groups are likely too small for a mean's or variance's
+    ratio to say more than its bounds (public information only: the noise scales, the
+    bounds, and the group size the analyst expects or the key-selection threshold)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +124,10 @@ class Explanation:
     #: A query over several tables: the joins, their multiplicities or truncations,
     #: and where the contribution bound applies (dpkit.analytics._joins).
     source: tuple[str, ...] = ()
+    #: Per mean or variance: the fewest rows a group needs for its interval to be
+    #: narrower than what the bounds allow and its noisy count to stay clear of zero
+    #: (smaller groups get the note ``too few rows``; :func:`min_group_rows`).
+    min_group_rows: tuple[tuple[str, int], ...] = ()
 
     def __str__(self) -> str:
         lines = [*self.source, f"Charge: {self.charge}"]
@@ -160,8 +177,43 @@ def _guarantee(noise: Noise) -> PureDP | ZCDP:
     return PureDP(value) if noise.kind == "laplace" else ZCDP(value)
 
 
+def min_group_rows(
+    kind: str, specs: list[StatisticSpec], bounds: tuple[float, float], confidence: float
+) -> int:
+    """The fewest rows for which a mean's (variance's) interval is narrower than the
+    bounds allow, whatever the values, and the noisy count's lower limit is a row.
+
+    From the delta-method standard errors of :func:`_estimate` at their worst over
+    values in the bounds (half-range ``h``; a centred mean is at most ``h``, a variance
+    at most ``h^2``): a mean's half-width ``z sqrt(sd_s^2 + h^2 sd_n^2) / n`` is below
+    ``h`` when ``n > z sqrt(sd_s^2 + h^2 sd_n^2) / h``; a variance's
+    ``z sqrt(sd_q^2 + 4 h^2 sd_s^2 + h^4 sd_n^2) / n`` below ``h^2 / 2`` when ``n`` exceeds
+    twice that over ``h^2``. Public parameters only.
+    """
+    z = _normal_quantile(confidence)
+    n_spec, s_spec = specs[0], specs[1]
+    h = bounds[1] / 2.0 - bounds[0] / 2.0
+    sd_n = n_spec.noise.standard_deviation()
+    sd_s = s_spec.noise.standard_deviation() * s_spec.unit
+    if kind == "mean":
+        needed = z * math.hypot(sd_s, h * sd_n) / h
+    else:
+        q_spec = specs[2]
+        sd_q = q_spec.noise.standard_deviation() * q_spec.unit
+        needed = 2.0 * z * math.sqrt(sd_q**2 + (2.0 * h * sd_s) ** 2 + (h * h * sd_n) ** 2)
+        needed /= h * h
+    count_floor = n_spec.noise.half_width(confidence) + 1
+    if not math.isfinite(needed):
+        return 2**63 - 1
+    return int(max(count_floor, math.floor(needed) + 1))
+
+
 def explain(
-    compiled: CompiledQuery, query: Query, kind: BudgetKind, confidence: float
+    compiled: CompiledQuery,
+    query: Query,
+    kind: BudgetKind,
+    confidence: float,
+    group_size: int | None = None,
 ) -> Explanation:
     rows = []
     for spec in compiled.specs:
@@ -197,9 +249,70 @@ def explain(
             "are upper bounds (at the search range), the ones used are computed at the "
             "released bounds."
         )
+    needs = _ratio_rows(compiled, query, confidence)
+    for name, rows_needed in needs:
+        notes.append(
+            f"{name}: a group needs at least {rows_needed:,} rows for its interval to be "
+            "narrower than its bounds; a group whose noisy count may be below one row gets "
+            "the middle of the bounds and the note 'too few rows in this group'."
+        )
+    _warn_small_groups(needs, compiled, threshold, group_size)
     return Explanation(
-        tuple(rows), kind.show(compiled.charge), threshold, delta, tuple(notes), tuple(orders)
+        tuple(rows),
+        kind.show(compiled.charge),
+        threshold,
+        delta,
+        tuple(notes),
+        tuple(orders),
+        min_group_rows=tuple(needs),
     )
+
+
+def _ratio_rows(compiled: CompiledQuery, query: Query, confidence: float) -> list[tuple[str, int]]:
+    needs = []
+    for agg in query.aggregations:
+        if agg.kind not in ("mean", "variance"):
+            continue
+        bounds = agg.bounds
+        if bounds is None and agg.private is not None:
+            bounds = agg.private.search_range  # the widest the released bounds can be
+        specs = [s for s in compiled.specs if s.aggregation == agg.name]
+        if bounds is None or len(specs) < 2:
+            continue
+        needs.append((agg.name, min_group_rows(agg.kind, specs, bounds, confidence)))
+    return needs
+
+
+def _warn_small_groups(
+    needs: list[tuple[str, int]],
+    compiled: CompiledQuery,
+    threshold: int | None,
+    group_size: int | None,
+) -> None:
+    """Warn when the groups are likely too small for a ratio: smaller than the
+    ``group_size`` the analyst expects, or -- with keys selected privately -- when a
+    group at the selection threshold cannot hold enough rows (public numbers only)."""
+    if group_size is not None:
+        small = [(n, r) for n, r in needs if group_size < r]
+        why = f"the expected group size, {group_size:,} rows"
+    elif threshold is not None:
+        largest = threshold * max(compiled.plan.max_rows or 1, 1)
+        small = [(n, r) for n, r in needs if largest < r]
+        why = (
+            f"the {largest:,} rows at most of a group at the key-selection threshold "
+            f"({threshold} persons)"
+        )
+    else:
+        return
+    if small:
+        listed = ", ".join(f"{n} needs {r:,}" for n, r in small)
+        warnings.warn(
+            f"Session.explain: groups are likely too small for a ratio: {listed} rows for an "
+            f"interval narrower than the bounds, more than {why}. Spend more budget on it, "
+            "group more coarsely, or release a count and a sum instead.",
+            SmallGroupWarning,
+            stacklevel=3,
+        )
 
 
 def _explain_order(
@@ -260,8 +373,17 @@ class QueryResult:
     columns:
         Column name -> numpy array: the keys, and for each aggregation ``name``,
         ``name_se`` (standard error), ``name_low`` and ``name_high`` (confidence
-        interval at ``confidence``). A quantile, median, max or min has no standard
-        error (those three are NaN); it states its accuracy in one more integer column,
+        interval at ``confidence``). A mean's interval never leaves its bounds, a
+        variance's never leaves ``[0, ((high - low) / 2)^2]``; a mean or variance also
+        has ``name_note``: ``""``, or, in a group whose noisy count's lower confidence
+        limit is below one row, "too few rows in this group for a mean" (the value is
+        then the middle of that range, the interval the whole range and ``_se`` half its
+        width). A quantile, median, max or min has no standard error (``_se`` is NaN);
+        its interval is what its own guarantee implies: ``[value, high]`` for a max
+        (the release is at most the exact maximum), ``[low, value]`` for a min, and the
+        bounds ``[low, high]`` for a quantile (a rank guarantee implies no narrower
+        value interval: the data between the ranks is not released). It states its
+        accuracy in one more integer column,
         the same in every group (it depends on public parameters only):
         ``name_rank_radius`` for a quantile or median (at ``confidence``, the release
         lies within that many ranks of the exact one, ranks of the rows kept by
@@ -416,10 +538,12 @@ def release(
             for level, column_name in enumerate(names):
                 values = [r[level] for r in per_key]
                 releases.extend(values)
-                columns[column_name] = np.array([r.value for r in values], dtype=np.float64)
+                released = np.array([r.value for r in values], dtype=np.float64)
+                columns[column_name] = released
                 columns[f"{column_name}_se"] = nan.copy()
-                columns[f"{column_name}_low"] = nan.copy()
-                columns[f"{column_name}_high"] = nan.copy()
+                low, high = _order_interval(spec, released)
+                columns[f"{column_name}_low"] = low
+                columns[f"{column_name}_high"] = high
                 # The accuracy each release states (public: the same in every group).
                 columns[f"{column_name}_{accuracy}"] = np.array(
                     [getattr(r.error, accuracy) for r in values], dtype=np.int64
@@ -429,7 +553,7 @@ def release(
         # Post-processing of released values: with extreme public bounds a standard
         # error may overflow to inf, which is the honest answer (not a warning).
         with np.errstate(over="ignore", invalid="ignore"):
-            est, se, low, high = _estimate(
+            est, se, low, high, note = _estimate(
                 agg.kind,
                 [specs[i] for i in idx],
                 [noisy[i] for i in idx],
@@ -441,11 +565,45 @@ def release(
         columns[f"{agg.name}_se"] = se
         columns[f"{agg.name}_low"] = low
         columns[f"{agg.name}_high"] = high
+        if note is not None:
+            columns[f"{agg.name}_note"] = note
     return QueryResult(query.group_columns, columns, tuple(releases), confidence, threshold)
 
 
 def _f(values: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
     return np.array([float(v) for v in values], dtype=np.float64)
+
+
+def _order_interval(
+    spec: OrderSpec, released: npt.NDArray[np.float64]
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """The value interval an order statistic's own accuracy statement implies.
+
+    Max (min): the release is at most (least) the exact maximum (minimum) of the
+    clamped values, at the search's confidence (:class:`DownSensitivityBound`), and
+    that is at most ``high`` (least ``low``): ``[value, high]`` (``[low, value]``).
+    Quantile: the release lies between the data's values at ranks ``r - radius`` and
+    ``r + radius`` (:class:`RankErrorBound`); the values between those ranks are not
+    released, and the data may jump anywhere in the bounds between two ranks, so no
+    value interval narrower than the bounds follows from it: ``[low, high]``, which
+    holds with certainty (values are clamped). The rank accuracy is ``_rank_radius``.
+    """
+    low = np.full(released.shape, spec.low)
+    high = np.full(released.shape, spec.high)
+    if spec.kind == "max":
+        return np.fmin(np.fmax(released, spec.low), spec.high), high
+    if spec.kind == "min":
+        return low, np.fmax(np.fmin(released, spec.high), spec.low)
+    return low, high
+
+
+#: The ``<name>_note`` of a mean or variance whose group's noisy count is too small
+#: for a ratio (:func:`_estimate`); empty where the ratio is estimated.
+TOO_FEW_ROWS = (
+    "too few rows in this group for a {kind}: its noisy count's confidence interval "
+    "reaches below one row; shown: the middle of the {kind}'s possible range, with that "
+    "range as its interval"
+)
 
 
 def _estimate(
@@ -455,23 +613,38 @@ def _estimate(
     confidence: float,
     z: float,
     bounds: tuple[float, float] | None,
-) -> tuple[npt.NDArray[np.float64], ...]:
+) -> tuple[
+    npt.NDArray[Any], npt.NDArray[Any], npt.NDArray[Any], npt.NDArray[Any], npt.NDArray[Any] | None
+]:
+    """Estimate, standard error, interval and note (None for counts and sums) per group.
+
+    Means and variances are ratios of noisy statistics over the group's noisy count.
+    Their intervals (delta method) are intersected with what the public bounds allow:
+    ``[low, high]`` for a mean, ``[0, ((high - low) / 2)^2]`` for a variance. Where the
+    noisy count's lower confidence limit is below one row the group may be empty, and
+    a ratio over it says nothing: such a group gets the middle of that range, the whole
+    range as its interval, half its width as the standard error (the largest error
+    the middle can have) and the note :data:`TOO_FEW_ROWS`. Post-processing of
+    released values only; nothing here can raise on them.
+    """
     if kind in ("count", "count_distinct", "sum"):
         spec, value = specs[0], values[0]
         est = _f(value) * spec.unit
         sd = spec.noise.standard_deviation() * spec.unit
         hw = spec.noise.half_width(confidence) * spec.unit
         se = np.full(est.shape, sd)
-        return est, se, est - hw, est + hw
+        return est, se, est - hw, est + hw, None
     assert bounds is not None
     low, high = bounds
     n_spec, s_spec = specs[0], specs[1]
-    n = np.maximum(_f(values[0]), 1.0)
+    counted = _f(values[0])
+    n = np.maximum(counted, 1.0)
     sd_n = n_spec.noise.standard_deviation()
     centre = s_spec.statistic.center * s_spec.unit
     m1 = _f(values[1]) * s_spec.unit / n  # mean of centred values
     sd_s = s_spec.noise.standard_deviation() * s_spec.unit
     if kind == "mean":
+        floor, ceiling = low, high
         est = np.clip(centre + m1, low, high)
         se = np.sqrt((sd_s / n) ** 2 + (m1 * sd_n / n) ** 2)
     else:
@@ -481,8 +654,18 @@ def _estimate(
         # Values are centred at the grid's rounding of mid: shift m1 to be about mid.
         shift = centre - s_spec.statistic.mid
         d = m1 + shift
-        r2 = ((high - low) / 2.0) ** 2
-        est = np.clip(m2 - d * d, 0.0, r2)
+        floor, ceiling = 0.0, ((high - low) / 2.0) ** 2
+        est = np.clip(m2 - d * d, floor, ceiling)
         sd_q = q_spec.noise.standard_deviation() * q_spec.unit
         se = np.sqrt((sd_q / n) ** 2 + (2.0 * d * sd_s / n) ** 2 + ((m2 - d * d) * sd_n / n) ** 2)
-    return est, se, est - z * se, est + z * se
+    # fmax/fmin: a NaN or infinite standard error gives the whole range, never NaN.
+    lower = np.fmin(np.fmax(est - z * se, floor), est)
+    upper = np.fmax(np.fmin(est + z * se, ceiling), est)
+    collapsed = counted - n_spec.noise.half_width(confidence) < 1.0
+    middle = floor / 2.0 + ceiling / 2.0
+    est = np.where(collapsed, middle, est)
+    se = np.where(collapsed, ceiling / 2.0 - floor / 2.0, se)
+    lower = np.where(collapsed, floor, lower)
+    upper = np.where(collapsed, ceiling, upper)
+    note = np.where(collapsed, TOO_FEW_ROWS.format(kind=kind), "").astype(object)
+    return est, se, lower, upper, note

@@ -168,6 +168,20 @@ pandas and Arrow tables (``Session.from_pandas``, ``Session.from_arrow``)
     Copied once into an in-memory DuckDB table of a private connection when the Session
     is created (never scanned in place): a value that DuckDB cannot convert (an object
     column of mixed types) fails there, as a DataError naming the class only.
+
+Polars DataFrames and LazyFrames (``Session.from_polars``)
+    A LazyFrame is collected once, at creation (:func:`polars_stream`): its plan may
+    fail on a row (a strict cast, a ``str.to_integer``), which must happen before
+    anything is spent; a failure is a DataError naming the error's class only. The
+    DataFrame is then handed to DuckDB as an Arrow C stream (the PyCapsule protocol,
+    Polars 1.2 and later; ``to_arrow`` before, which needs pyarrow): DuckDB reads
+    Polars' own buffers, with no pandas conversion and no Python objects, and copies
+    them once into its table, as for an Arrow table. Types are what DuckDB makes of
+    the Arrow types, as for ``from_arrow``: Categorical and Enum become VARCHAR,
+    Decimal DECIMAL(p,s), Datetime with a time zone TIMESTAMP WITH TIME ZONE, Date
+    DATE, Null ``"NULL"``, List and Struct nested types (the Session refuses to
+    compute on those when a query names them, from the public schema). An Object
+    column cannot be exported and fails at creation (DataError).
 """
 
 from __future__ import annotations
@@ -199,7 +213,9 @@ __all__ = [
     "PrivateDatabase",
     "check_csv_options",
     "check_schema",
+    "is_polars",
     "open_file",
+    "polars_stream",
     "private_database",
 ]
 
@@ -713,6 +729,124 @@ def _convert(column: str, type_name: str, formats: Mapping[str, object]) -> str:
         # The sniffer found a date/timestamp format (e.g. %d/%m/%Y) that CAST ignores.
         return f"TRY_CAST(TRY_STRPTIME({column}, {_string(fmt)}) AS {type_name})"
     return f"TRY_CAST({column} AS {type_name})"
+
+
+def is_polars(value: object) -> bool:
+    """Whether ``value`` is a Polars DataFrame or LazyFrame (Polars is not imported)."""
+    return _polars_kind(value) is not None
+
+
+def _polars_kind(value: object) -> str | None:
+    """``"DataFrame"``, ``"LazyFrame"`` or None (not a Polars frame)."""
+    for cls in type(value).__mro__:
+        if cls.__module__.partition(".")[0] == "polars" and cls.__name__ in (
+            "DataFrame",
+            "LazyFrame",
+        ):
+            return cls.__name__
+    return None
+
+
+def polars_stream(data: Any, owner: str) -> object:
+    """A Polars DataFrame, or a LazyFrame collected now, as an object DuckDB registers
+    and reads without a pandas conversion (module docstring).
+
+    Raises
+    ------
+    InvalidParameter
+        If ``data`` is not a Polars DataFrame or LazyFrame.
+    DataError
+        If a column has the Object type (no Arrow form: Polars would export memory
+        addresses), or collecting the LazyFrame fails (the message names the error's
+        class only).
+    """
+    kind = _polars_kind(data)
+    if kind is None:
+        raise InvalidParameter.for_parameter(
+            "dataframe", owner, "a polars.DataFrame or polars.LazyFrame", data
+        )
+    frame = _polars_call(data.collect, owner) if kind == "LazyFrame" else data
+    objects = [name for name, dtype in frame.schema.items() if str(dtype) == "Object"]
+    if objects:
+        raise DataError(
+            f"{owner}: column(s) {objects} have the Polars type Object (Python objects), "
+            "which has no Arrow form; cast them to a Polars type first. Nothing was spent."
+        )
+    return _polars_call(lambda: _polars_export(frame), owner)
+
+
+def _polars_call(function: Any, owner: str) -> Any:
+    """``function()``, a failure raised as DataError naming its class only."""
+    try:
+        return function()
+    except BaseException as err:
+        if isinstance(err, KeyboardInterrupt | SystemExit | GeneratorExit):
+            raise
+        failure = type(err).__name__
+    # Polars' messages quote values (a strict cast names the value that failed), and a
+    # Rust panic derives from BaseException: the class only, raised outside the except
+    # block so that nothing is chained, not even as context.
+    raise DataError(
+        f"{owner}: computing the Polars frame failed ({failure}). Its message is not "
+        "shown because it may quote row values; nothing was spent."
+    )
+
+
+def _polars_export(frame: Any) -> object:
+    """A collected Polars DataFrame as an Arrow C stream (or a pyarrow Table)."""
+    import duckdb
+    import polars as pl
+
+    from dpkit.analytics._duckdb_source import _arrow_stream
+
+    # DuckDB refuses an Arrow array of the null type that has rows ("a non-zero null
+    # count but no validity bitmap"), which would make creation fail on a frame with
+    # rows and not on an empty one. Null types are sent as BOOLEAN instead, whatever
+    # the rows; a column of type Null is made NULL-typed again by DuckDB (the type
+    # from_arrow gives it); inside a List, Array or Struct it stays BOOLEAN.
+    schema = dict(frame.schema.items())
+    nulls = [name for name, dtype in schema.items() if dtype == pl.Null]
+    casts = {name: _without_null(dtype, pl) for name, dtype in schema.items()}
+    casts = {name: dtype for name, dtype in casts.items() if dtype != schema[name]}
+    if casts:
+        frame = frame.with_columns(pl.col(name).cast(dtype) for name, dtype in casts.items())
+    # Arrow's C stream over Polars' own buffers: no pyarrow, no copy until DuckDB's;
+    # Polars before 1.2 has no such stream: its to_arrow (which needs pyarrow).
+    stream = hasattr(frame, "__arrow_c_stream__")
+    exported: object = _ArrowStream(frame) if stream else frame.to_arrow()
+    if not nulls:
+        return exported
+    connection = duckdb.connect()
+    connection.register("__dpkit_polars", exported)
+    replace = ", ".join(f"NULL AS {_ident(name)}" for name in nulls)
+    relation = connection.sql(f"SELECT * REPLACE ({replace}) FROM __dpkit_polars")
+    return _ArrowStream(_arrow_stream(relation), keep=connection)
+
+
+def _without_null(dtype: Any, pl: Any) -> Any:
+    """``dtype`` with the Null type, at any depth, replaced by Boolean."""
+    if dtype == pl.Null:
+        return pl.Boolean
+    if isinstance(dtype, pl.List):
+        return pl.List(_without_null(dtype.inner, pl))
+    if isinstance(dtype, pl.Array):
+        return pl.Array(_without_null(dtype.inner, pl), dtype.shape)
+    if isinstance(dtype, pl.Struct):
+        return pl.Struct({f.name: _without_null(f.dtype, pl) for f in dtype.fields})
+    return dtype
+
+
+class _ArrowStream:
+    """An object's rows as an Arrow C stream (the PyCapsule protocol), which DuckDB
+    registers without pyarrow; ``keep`` is held as long as the stream (the DuckDB
+    connection a relation reads from)."""
+
+    def __init__(self, source: Any, keep: object = None) -> None:
+        self._source = source
+        self._keep = keep
+
+    def __arrow_c_stream__(self, requested_schema: object = None) -> object:
+        return self._source.__arrow_c_stream__(requested_schema)
 
 
 def _string(text: str) -> str:

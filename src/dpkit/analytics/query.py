@@ -72,7 +72,7 @@ class KeySet:
     are not in the set are dropped. Keys must not come from the private data. When a
     Session compiles the query, each key is converted to its column's type (an int for
     an INTEGER column, a ``datetime.date`` or ISO string for a DATE column, ...) and a
-    key that cannot be of that type is refused (see :mod:`dpkit.analytics._keys`).
+    key that cannot be of that type is refused (see ``dpkit.analytics._keys``).
     """
 
     columns: tuple[str, ...]
@@ -177,7 +177,7 @@ class Join:
     ``columns`` the columns of ``table`` brought in (default: all but its join keys and
     its privacy unit); ``truncate`` (a join of two private tables only) how many rows
     of each person in ``table`` a row may meet (per value of the join keys). The
-    stability argument of each kind of join is in :mod:`dpkit.analytics._joins`.
+    stability argument of each kind of join is in ``dpkit.analytics._joins``.
     """
 
     table: str
@@ -347,7 +347,7 @@ class Query:
         on:
             The join keys: a column name or names present on both sides, or a mapping
             ``{left column: column of table}``. Keys are compared in their canonical
-            form (:mod:`dpkit.analytics._canonical`); NULL and NaN keys never match.
+            form (``dpkit.analytics._canonical``); NULL and NaN keys never match.
         how:
             ``"inner"`` (rows with a match) or ``"left"`` (every row; the columns of
             ``table`` are NULL where nothing matches).
@@ -369,7 +369,7 @@ class Query:
         privacy unit is part of every join of two private tables) or with public rows,
         and every joined row belongs to the person of the query's table; contribution
         bounds (:meth:`bound`) apply to the joined rows, per person, so the sensitivity
-        is what ``bound`` says. Details: :mod:`dpkit.analytics._joins`.
+        is what ``bound`` says. Details: ``dpkit.analytics._joins``.
         """
         owner = "Query.join"
         name = _check_name(table, owner, "table")

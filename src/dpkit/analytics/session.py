@@ -45,7 +45,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dpkit.accounting._math.rounding import fraction_down
-from dpkit.accounting.guarantees import ApproxDP, Guarantee
+from dpkit.accounting.filters import PureApproxZCDPFilter
+from dpkit.accounting.guarantees import ApproxDP, Guarantee, PureDP
 from dpkit.analytics._accounting import (
     BudgetKind,
     QueryBudget,
@@ -55,8 +56,9 @@ from dpkit.analytics._accounting import (
 from dpkit.analytics._catalog import Catalog
 from dpkit.analytics._compile import CompiledQuery, compile_query, salt_from
 from dpkit.analytics._fail_closed import check_deadline, locked_error, run_after_charge
+from dpkit.analytics._history import SpendHistory
 from dpkit.analytics._joins import JoinedView, joined_view
-from dpkit.analytics._ledger import Ledger, SpendRecord
+from dpkit.analytics._ledger import Ledger
 from dpkit.analytics._order import release_order, released_bounds
 from dpkit.analytics._partition import plan_partition
 from dpkit.analytics._plan import PartScope
@@ -100,7 +102,7 @@ class Session:
     Session ``budget`` under fully adaptive choice of queries and query budgets: a
     PureDP budget by the pure-DP filter (epsilons add), a ZCDP budget by the zCDP filter
     (rhos add), an ApproxDP budget by an approximate-zCDP filter converted once with the
-    tight zCDP -> (eps, delta) conversion (see :mod:`dpkit.analytics._accounting`).
+    tight zCDP -> (eps, delta) conversion (see ``dpkit.analytics._accounting``).
     """
 
     def __init__(
@@ -177,7 +179,7 @@ class Session:
         could fail on one row. A source that fails on a row fails here, before anything
         is spent. The copy costs about 0.7 s and 30 MB per 10^6 rows of a 6-column view
         (6 s at 10^7 rows), and queries on it are as fast or faster than on the view;
-        see :mod:`dpkit.analytics._sources` for the rule and the measurements.
+        see ``dpkit.analytics._sources`` for the rule and the measurements.
 
         Parameters
         ----------
@@ -297,7 +299,7 @@ class Session:
         handled by the Session's NULL rule) and a malformed line is skipped. A Parquet
         file is read in place through a typed view (its footer is read now). A file
         that cannot be opened fails here, before anything is spent. See
-        :mod:`dpkit.analytics._sources` for the reading rules and measurements.
+        ``dpkit.analytics._sources`` for the reading rules and measurements.
 
         Parameters
         ----------
@@ -400,7 +402,7 @@ class Session:
         of public tables (then as :meth:`from_tables` with ``engine="spark"``).
 
         Every query runs as Spark SQL (the DuckDB engine's statements in Spark's
-        dialect, :mod:`dpkit.analytics.engines.spark`); only per-group aggregates come
+        dialect, ``dpkit.analytics.engines.spark``); only per-group aggregates come
         back to the driver, and noise is added here. For the same rows, salt and query,
         the exact aggregates equal the DuckDB engine's.
 
@@ -502,6 +504,50 @@ class Session:
         return cls._from_object(table, "arrow", privacy_unit, budget, ledger, selection_delta, rng)
 
     @classmethod
+    def from_polars(
+        cls,
+        dataframe: Any,
+        *,
+        privacy_unit: str | None = None,
+        budget: Guarantee,
+        ledger: str | Path | None = None,
+        selection_delta: float | None = None,
+        rng: RandomLike | None = None,
+    ) -> Session:
+        """A Session over a Polars DataFrame or LazyFrame, copied into a DuckDB table at
+        creation.
+
+        DuckDB reads the frame's Arrow buffers directly (the Arrow C stream interface:
+        no pandas conversion, no Python objects) and copies them once into its own
+        table, as :meth:`from_arrow` does. A LazyFrame is collected once, now, in
+        memory: a plan that fails on a row (a strict cast) fails here, before anything
+        is spent. To bound memory, collect it yourself (``engine="streaming"``) or
+        write it to Parquet (``sink_parquet``) and use :meth:`from_path`.
+
+        Parameters
+        ----------
+        dataframe:
+            A ``polars.DataFrame`` or ``polars.LazyFrame`` (``pip install
+            'dpkit[polars]'``). Column types map as for :meth:`from_arrow`: Categorical
+            and Enum become VARCHAR, Decimal DECIMAL, Datetime (with or without a time
+            zone) TIMESTAMP (WITH TIME ZONE), Date DATE.
+        privacy_unit, budget, ledger, selection_delta, rng:
+            As for :class:`Session`.
+
+        Raises
+        ------
+        InvalidParameter
+            If ``dataframe`` is not a Polars DataFrame or LazyFrame.
+        DataError
+            If collecting the frame or reading it fails (an Object column, a LazyFrame
+            whose plan fails on a row); the message names the error's class only.
+        """
+        from dpkit.analytics._sources import polars_stream
+
+        data = polars_stream(dataframe, "Session.from_polars")
+        return cls._from_object(data, "polars", privacy_unit, budget, ledger, selection_delta, rng)
+
+    @classmethod
     def _from_object(
         cls,
         data: Any,
@@ -558,15 +604,16 @@ class Session:
         reference tables, one budget and one ledger.
 
         Queries name their table and joins: ``Query.from_table("visits").join(
-        "regions", on="region_id")``; see docs/joins.md and :mod:`dpkit.analytics._joins`
+        "regions", on="region_id")``; see docs/joins.md and ``dpkit.analytics._joins``
         for what each kind of join guarantees.
 
         Parameters
         ----------
         tables:
             The private tables, ``{name: data}``: a file path (``.parquet``, ``.csv``...,
-            read as :meth:`from_path` reads it), a pandas DataFrame or a pyarrow Table
-            (copied), or, with ``engine="spark"``, a Spark DataFrame.
+            read as :meth:`from_path` reads it), a pandas DataFrame, a pyarrow Table or
+            a Polars DataFrame or LazyFrame (copied, as :meth:`from_polars` reads it),
+            or, with ``engine="spark"``, a Spark DataFrame.
         privacy_unit:
             The column holding the person's id in every private table (one name for
             all, or ``{table: column}``). The ids are one namespace: the same person
@@ -804,7 +851,7 @@ class Session:
         """The Session a query runs on, and the query for it: this Session for a
         single-table query; for a query over several tables, a view of this Session
         (same ledger, scope, budget and randomness) whose engine reads the joined view
-        of :mod:`dpkit.analytics._joins`, with the query's public key sets read."""
+        of ``dpkit.analytics._joins``, with the query's public key sets read."""
         if not isinstance(query, Query):
             raise InvalidParameter.for_parameter(
                 "query", "Session.evaluate", "a dpkit.analytics.Query", query
@@ -849,11 +896,15 @@ class Session:
         ApproxDP budgets the zCDP part; see :attr:`remaining_selection_delta`)."""
         spent = self._ledger.spent(self._scope)
         left = tuple(b - s for b, s in zip(self._kind.amount, spent, strict=True))
+        if self._kind.name == "approx":  # the zCDP part that still fits the filter's rule
+            left = (self._kind.rho_left(spent), *left[1:])
         return self._kind.as_guarantee(left, round_up=False)
 
     @property
     def spent(self) -> Guarantee:
-        """What was spent so far (rounded up), in the same currency as :attr:`remaining`."""
+        """What was spent so far (rounded up), in the same currency as :attr:`remaining`
+        (ApproxDP Sessions: the rho part; pure epsilons charged at face value are in
+        :attr:`history` and :attr:`remaining_pure`)."""
         return self._kind.as_guarantee(self._ledger.spent(self._scope), round_up=True)
 
     @property
@@ -873,13 +924,24 @@ class Session:
         if self._kind.name != "approx":
             return None
         spent = self._ledger.spent(self._scope)
-        left = max(Fraction(0), self._kind.amount[0] - spent[0])
+        left = self._kind.rho_left(spent)
         return self._kind.as_approx(Fraction(fraction_down(left)))
 
     @property
-    def history(self) -> Sequence[SpendRecord]:
-        """Every committed spend of this Session (its scope of the ledger), oldest first."""
-        return self._ledger.history(self._scope)
+    def remaining_pure(self) -> PureDP | None:
+        """ApproxDP Sessions: the largest ``PureDP`` query budget that still fits (its
+        epsilon charged at face value, or in rho when that allows more; rounded down).
+        Four ``PureDP(0.5)`` queries fit in ``ApproxDP(2, 1e-6)``. None otherwise."""
+        if self._kind.name != "approx" or not isinstance(self._kind.rule, PureApproxZCDPFilter):
+            return None
+        return PureDP(self._kind.rule.pure_left(self._ledger.spent(self._scope)))
+
+    @property
+    def history(self) -> SpendHistory:
+        """Every committed spend of this Session (its scope of the ledger), oldest first:
+        a sequence of records, and ``.to_pandas()`` for one row per spend (time, query
+        in words, charge in the budget's units; ``dpkit.analytics._history``)."""
+        return SpendHistory(self._ledger.history(self._scope), self._kind)
 
     @property
     def privacy_unit(self) -> str | None:
@@ -953,18 +1015,38 @@ class Session:
             partitions=self._partitions,
         )
         charge = (amount.charge, *compiled.charge[1:])
+        if self._kind.name == "approx":
+            charge = self._kind.vector(amount.charge, compiled.charge[1], amount.pure)
         return dataclasses.replace(compiled, charge=charge), amount
 
-    def explain(self, query: Query, *, budget: object, confidence: float = 0.95) -> Explanation:
+    def explain(
+        self,
+        query: Query,
+        *,
+        budget: object,
+        confidence: float = 0.95,
+        group_size: int | None = None,
+    ) -> Explanation:
         """What ``query`` would run at ``budget``, and its expected error. Spends nothing.
 
         Shows, per statistic, the mechanism, its sensitivity, noise scale, standard
         deviation and confidence-interval half-width (value units), and for private key
         selection the threshold and the delta it costs. Uses public information only.
+        For each mean or variance, ``min_group_rows`` (and a note) gives the fewest rows a
+        group needs for its interval to be narrower than its bounds; it warns
+        (:class:`~dpkit.analytics.SmallGroupWarning`) when ``group_size`` (the rows you
+        expect per group: your guess, nothing is read) is smaller, or, with keys
+        selected privately, when a group at the threshold cannot hold that many rows.
         """
+        if group_size is not None and (
+            isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1
+        ):
+            raise InvalidParameter.for_parameter(
+                "group_size", "Session.explain", "None or an int >= 1", group_size
+            )
         view, query = self._view_for(query, salt=0)
         compiled = view._compile(query, budget, salt=0)
-        explanation = explain(compiled, query, view._kind, confidence)
+        explanation = explain(compiled, query, view._kind, confidence, group_size)
         if view._view is None:
             return explanation
         return dataclasses.replace(explanation, source=view._view.lines())
@@ -1187,10 +1269,10 @@ class Session:
     def _check_fits(self, charge: tuple[Fraction, ...]) -> None:
         spent = self._ledger.spent(self._scope)
         if not self._kind.fits(spent, charge):
-            left = tuple(b - s for b, s in zip(self._kind.amount, spent, strict=True))
             raise BudgetExceeded(
                 "Cannot answer the query without exceeding the privacy budget. "
-                f"Requested: {self._kind.show(charge)}. Remaining: {self._kind.show(left)}. "
+                f"Requested: {self._kind.show(charge)}. Remaining: "
+                f"{self._kind.show_left(spent)}. "
                 "Nothing was spent: ask for a smaller budget or start a new Session.",
             )
 
@@ -1367,7 +1449,7 @@ class Session:
         keys:
             Public keys, each converted to the column's type first (``1`` and ``1.0``
             of an INTEGER column are one key and are refused together; ``"1"`` is
-            refused: see :mod:`dpkit.analytics._keys`).
+            refused: see ``dpkit.analytics._keys``).
         budgets:
             One budget for every part or one per key: a share in (0, 1] of the
             Session's total budget (for ApproxDP Sessions the part also gets that share
@@ -1464,8 +1546,10 @@ class Session:
         return parts
 
     def __repr__(self) -> str:
-        approx = self.remaining_approx
+        approx, pure = self.remaining_approx, self.remaining_pure
         also = "" if approx is None else f" (worth {approx!r})"
+        if pure is not None:
+            also += f", or {pure!r} for a pure query"
         return (
             f"Session(privacy_unit={self._unit!r}, budget={self.budget!r}, "
             f"remaining={self.remaining!r}{also})"

@@ -18,7 +18,7 @@ exceeds the claim.
 * :func:`float_sum_neighbours`, :func:`naive_clamped_sum`, :func:`float_sum_gap` --
   the floating-point summation attack (Casacuberta, Shoemate, Vadhan & Wagaman 2022)
   against a naive clamped sum, and the Session's exact integer sums as the control.
-* :mod:`dpkit.audit.bounds` -- Clopper-Pearson bounds and the epsilon bound from
+* ``dpkit.audit.bounds`` -- Clopper-Pearson bounds and the epsilon bound from
   a test's error rates.
 """
 

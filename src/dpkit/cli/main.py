@@ -2,8 +2,8 @@
 
 Sub-commands: ``describe`` (the main job: a private summary of a dataset with a
 report), ``demo`` (``describe`` on a bundled dataset, offline), ``sql`` (GoogleSQL's
-DP SELECT over files), ``account`` (privacy accounting) and ``audit`` (statistical
-auditing of a mechanism); ``dpkit --version``.
+DP SELECT over files), ``account`` (privacy accounting), ``ledger`` (a ledger file,
+read-only) and ``audit`` (statistical auditing of a mechanism); ``dpkit --version``.
 Heavy parts (the Session, DuckDB, SciPy) load only when a command needs them, so
 ``dpkit --help`` is instant. Help texts are plain text (Typer prints docstrings as
 they are).
@@ -26,6 +26,7 @@ from dpkit.cli._output import (
 from dpkit.cli.account import account_app
 from dpkit.cli.audit import audit_command
 from dpkit.cli.describe import budget_from_options, describe_command, summarise
+from dpkit.cli.ledger import ledger_app
 from dpkit.cli.reliability import reliability_app
 from dpkit.cli.sql import sql_command
 from dpkit.cli.synth import synth_command
@@ -49,6 +50,7 @@ app.command("audit")(audit_command)
 app.command("sql", cls=JsonErrorsCommand)(sql_command)
 app.command("synth", cls=JsonErrorsCommand)(synth_command)
 app.add_typer(account_app, name="account")
+app.add_typer(ledger_app, name="ledger")
 app.add_typer(reliability_app, name="reliability")
 
 

@@ -6,7 +6,7 @@
   a floating-point-safe sampler (a :class:`NoiseDesign` is a dpkit mechanism);
 * :func:`design_data_dependent_noise`: one distribution per cell of the query range;
 * :func:`noise_lower_bound`: the lower bound alone (also for delta = 0);
-* :mod:`dpkit.design.baselines`: expected losses of Laplace, analytic Gaussian,
+* ``dpkit.design.baselines``: expected losses of Laplace, analytic Gaussian,
   truncated Laplace and staircase noise, for comparisons.
 
 See ``docs/design.md``.

@@ -79,7 +79,7 @@ class DataDependentDesign(EntrywiseDesign):
     ``(epsilon, delta)``-DP for a query of sensitivity ``sensitivity``: the answer is
     clamped to the cells' range, its cell picks the distribution, and the divergence
     between every pair of cells that neighbouring answers can reach is re-checked
-    exactly on the released masses (:attr:`achieved_delta`). Event:
+    exactly on the released masses (``achieved_delta``). Event:
     ``ApproxEvent(epsilon, delta)``; ``release`` composes over the entries of an array
     unless ``parallel=True``, as :meth:`dpkit.design.NoiseDesign.release`.
 
@@ -93,8 +93,10 @@ class DataDependentDesign(EntrywiseDesign):
         Cell ends ``b_0 < ... < b_K``.
     distributions:
         Per cell, the interval masses (rows) over the common ``edges``.
-    objective, lower_bound:
-        Weighted expected loss of the design and a lower bound on the optimum.
+    objective:
+        Weighted expected loss of the design.
+    lower_bound:
+        A lower bound on the optimum of that loss.
     expected_losses:
         Expected loss of each cell's noise.
     """
@@ -222,8 +224,9 @@ def design_data_dependent_noise(
 
     Parameters
     ----------
-    epsilon, delta, sensitivity, loss, granularity, support, symmetric, monotone,
-    lower_bound, max_memory:
+    epsilon, delta, sensitivity, loss, granularity:
+        As in :func:`dpkit.design.design_noise`.
+    support, symmetric, monotone, lower_bound, max_memory:
         As in :func:`dpkit.design.design_noise` (the support is that of every cell's noise).
     cells:
         Cell ends ``b_0 < ... < b_K``, multiples of ``granularity``; uniform or not

@@ -48,7 +48,7 @@ class NoiseDesign(EntrywiseDesign):
     -------
     ``(epsilon, delta)``-DP for a query of sensitivity ``sensitivity`` (replacement or
     add/remove, whichever the sensitivity was computed for). The statement is checked
-    on the exact masses that the sampler uses (:attr:`achieved_delta`), in integer
+    on the exact masses that the sampler uses (``achieved_delta``), in integer
     arithmetic with a rational lower bound on ``e^epsilon``, never taken from the
     solver. Event: ``ApproxEvent(epsilon, delta)``.
 
@@ -60,8 +60,16 @@ class NoiseDesign(EntrywiseDesign):
 
     Attributes
     ----------
-    epsilon, delta, sensitivity, granularity, support:
-        The design's parameters (``delta`` is the stated one, see :attr:`achieved_delta`).
+    epsilon:
+        The design's epsilon.
+    delta:
+        The design's stated delta (see ``achieved_delta``).
+    sensitivity:
+        The query's sensitivity.
+    granularity:
+        The interval width.
+    support:
+        The noise lives on ``[-support, support)``.
     loss:
         Name of the loss.
     weights:
@@ -116,7 +124,7 @@ class NoiseDesign(EntrywiseDesign):
 
     @property
     def expected_loss(self) -> float:
-        """Expected loss of the released noise (= :attr:`upper_bound`)."""
+        """Expected loss of the released noise (= ``upper_bound``)."""
         return self.upper_bound
 
     @property

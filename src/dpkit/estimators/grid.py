@@ -193,7 +193,7 @@ class Grid:
         ------
         InvalidParameter
             Bad bounds, both or neither of size/step, or more than
-            :data:`MAX_GRID_SIZE` points (the message says how to coarsen).
+            ``MAX_GRID_SIZE`` points (the message says how to coarsen).
         """
         owner = "Grid.linear"
         lo, hi = _check_bounds(lower, upper, owner)

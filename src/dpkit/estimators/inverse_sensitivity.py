@@ -114,7 +114,7 @@ def inverse_sensitivity(
     Release
         ``value`` is the chosen candidate (an element of ``candidates``), drawn with
         probability exactly ``exp(-c loss_y) / sum_y' exp(-c loss_y')``, ``c`` =
-        ``epsilon / 2`` rounded down; ``error`` is None (see :func:`loss_radius`).
+        ``epsilon / 2`` rounded down; ``error`` is None (see ``loss_radius``).
 
     Privacy
     -------

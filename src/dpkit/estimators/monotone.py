@@ -178,11 +178,11 @@ def minimum(
     Computed as ``-max(-values)``: the minimum is monotone *decreasing* (adding a
     person can only lower it), ``-min`` is monotone increasing, and the grid is built
     in the original units (finest near ``lo`` for the geometric grid) and mirrored.
-    Everything else is as :func:`maximum`; the empty dataset's answer is ``hi``.
+    Everything else is as ``maximum``; the empty dataset's answer is ``hi``.
 
     Privacy
     -------
-    As :func:`maximum` (same loss on the negated values).
+    As ``maximum`` (same loss on the negated values).
 
     Accuracy
     --------
@@ -290,7 +290,7 @@ def user_sum(
         a larger total is released as at most ``upper``. The grid runs from 0 (the
         empty dataset's sum) to ``upper``.
     grid, resolution, epsilon, rho, beta, method, rng:
-        As :func:`maximum` (an explicit grid array must start at 0 and replaces
+        As ``maximum`` (an explicit grid array must start at 0 and replaces
         ``upper``).
 
     Privacy

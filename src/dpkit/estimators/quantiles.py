@@ -4,7 +4,7 @@ The data are snapped onto a :class:`~dpkit.estimators.Grid` (a histogram, O(n), 
 sort), the exact inverse-sensitivity loss of the quantile is computed at every grid
 point from the counts in O(1) each (:mod:`dpkit.estimators._quantile_loss`, which
 proves the closed forms), and a grid point is drawn exactly with probability
-∝ ``exp(-(epsilon/2) loss)``. Total cost O(n + |grid|) time and O(|grid|) memory
+∝ ``exp(-(epsilon/2) loss)``. Total cost O(n + ``|grid|``) time and O(``|grid|``) memory
 beyond the data.
 
 Quantile convention: for data ``x_(1) <= ... <= x_(n)`` (snapped to the grid) a
@@ -169,7 +169,7 @@ def quantile_from_counts(
         ``"add_remove"`` (default; n is private) or ``"replace"`` (n is public; the
         loss is the replacement distance).
     confidence:
-        Confidence of the reported :class:`RankErrorBound`, in (0, 1).
+        Confidence of the reported :class:`~dpkit.mechanisms.RankErrorBound`, in (0, 1).
     rng:
         Random source; None for the secure default.
 
@@ -313,14 +313,14 @@ def quantile(
     neighbouring:
         ``"add_remove"`` (default, n private) or ``"replace"`` (n public).
     confidence:
-        Confidence of the reported :class:`RankErrorBound`.
+        Confidence of the reported :class:`~dpkit.mechanisms.RankErrorBound`.
     refine:
         True (default; linear and log grids): release a point of the *fine grid*
         that splits every grid cell into 2^20 (about a million) equal cells, so the
         answer is not limited by the grid step (effectively continuous); sampled
-        exactly by rejection (:mod:`dpkit.estimators._refine`, which holds the
-        proof), in O(n + |grid|) time with one extra pass over the data. False: the
-        coarse mechanism on the grid points (what :func:`quantile_from_counts`
+        exactly by rejection (``dpkit.estimators._refine``, which holds the
+        proof), in O(n + ``|grid|``) time with one extra pass over the data. False: the
+        coarse mechanism on the grid points (what ``quantile_from_counts``
         does). A symlog grid is always released on its own points.
     rng:
         Random source; None for the secure default.
@@ -334,12 +334,12 @@ def quantile(
     Privacy
     -------
     ``epsilon``-DP and ``epsilon^2/8``-zCDP per record (see
-    :func:`quantile_from_counts`; Asi & Duchi 2020, Thm 2 of the post). Refined, it
+    ``quantile_from_counts``; Asi & Duchi 2020, Thm 2 of the post). Refined, it
     is the same theorem on the fine grid ``F``: the exact loss of the fine-snapped
     data has sensitivity 1, and the rejection sampler outputs exactly
     ``P(y) ∝ exp(-c loss(y))`` over ``F``. Snapping (to the grid or to ``F``) is a
     fixed per-record map, so it keeps neighbours neighbours. The running time
-    depends on the data (see :mod:`dpkit.estimators._refine`).
+    depends on the data (see ``dpkit.estimators._refine``).
 
     Accuracy
     --------

@@ -5,7 +5,7 @@
 * :class:`BucketedNoise` -- an alternative with a proven per-group guarantee that
   improves with the group's size: noise calibrated per size bucket, the bucket picked
   from a truncated-Laplace count (bucketing cost accounted for).
-* :mod:`dpkit.groupwise.analysis` -- its output density (a Gaussian scale mixture) by
+* ``dpkit.groupwise.analysis`` -- its output density (a Gaussian scale mixture) by
   quadrature, Renyi divergences between neighbouring counts and the per-group
   "effective rho" curve: numerical evidence, not a guarantee; never used by accounting.
 """

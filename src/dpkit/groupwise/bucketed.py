@@ -159,7 +159,7 @@ class BucketedNoise(Mechanism):
         return float(np.nextafter(1.0 / (2.0 * lowest * lowest), math.inf))
 
     def group_guarantee(self, count: int) -> ApproxDP:
-        """The proven per-group guarantee at :attr:`delta`:
+        """The proven per-group guarantee at ``delta``:
         ``(size_epsilon + eps_G(sigma_j(x), delta - size_delta), delta)``-DP."""
         x = check.check_count(count, "count", "BucketedNoise.group_guarantee", minimum=0)
         lowest = float(self.level_sigma(self.level(x - 2.0 - self.bound)))

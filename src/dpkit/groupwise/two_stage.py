@@ -59,7 +59,7 @@ class TwoStageNoise(Mechanism):
     The second stage's scale depends on the data, so no public error bound is
     attached (``Release.error`` is None). For a count ``x``,
     ``E[(Y - x)^2] = sigma^2 + r^2 (x^2 + sigma^2)``; the expected absolute error is
-    computed by :func:`dpkit.groupwise.analysis.expected_absolute_error`.
+    computed by ``dpkit.groupwise.analysis.expected_absolute_error``.
 
     Notes
     -----
@@ -101,7 +101,7 @@ class TwoStageNoise(Mechanism):
         """The proven guarantee of a member of a group of size ``count``: ``rho``-zCDP.
 
         The same for every count (this is all that is proven for Algorithm 1). The
-        numerical per-group curve is :func:`dpkit.groupwise.analysis.effective_rho`,
+        numerical per-group curve is ``dpkit.groupwise.analysis.effective_rho``,
         which is evidence, not a guarantee.
         """
         check.check_count(count, "count", "TwoStageNoise.group_guarantee", minimum=0)

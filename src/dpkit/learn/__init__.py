@@ -12,6 +12,7 @@ data; sums are exact (fixed point) and noise comes from :mod:`dpkit.noise`.
 ``SparseLogisticRegression``  L1-regularised logistic regression, DP coordinate descent
 ``StandardScaler``      DP means and standard deviations within public bounds
 ``MinMaxScaler``        public bounds mapped to a range: no data read, no budget spent
+``UnscaledFeaturesWarning``  a gradient-trained model got no public scale (bounds=)
 
 Needs scikit-learn (``pip install 'dpkit[learn]'``); it is imported on first use, so
 ``import dpkit`` stays light.
@@ -23,6 +24,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from dpkit.learn._base import UnscaledFeaturesWarning
     from dpkit.learn.linear import LinearRegression
     from dpkit.learn.logistic import LogisticRegression
     from dpkit.learn.naive_bayes import GaussianNB
@@ -36,6 +38,7 @@ __all__ = [
     "MinMaxScaler",
     "SparseLogisticRegression",
     "StandardScaler",
+    "UnscaledFeaturesWarning",
 ]
 
 _HOMES = {
@@ -45,6 +48,7 @@ _HOMES = {
     "MinMaxScaler": "dpkit.learn.preprocessing",
     "SparseLogisticRegression": "dpkit.learn.sparse_logistic",
     "StandardScaler": "dpkit.learn.preprocessing",
+    "UnscaledFeaturesWarning": "dpkit.learn._base",
 }
 
 

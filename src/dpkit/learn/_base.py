@@ -26,7 +26,7 @@ import numpy.typing as npt
 from dpkit import _validation as check
 from dpkit.accounting._math.rounding import div_down, div_up
 from dpkit.accounting.events import Event, LaplaceEvent
-from dpkit.errors import DataError, DPError, InvalidParameter
+from dpkit.errors import DataError, DPError, DPWarning, InvalidParameter
 from dpkit.mechanisms._base import Guarantee
 
 FloatArray = npt.NDArray[np.float64]
@@ -54,6 +54,18 @@ def laplace_for(sensitivity: float, epsilon: float) -> tuple[float, LaplaceEvent
     scale = div_up(sensitivity, epsilon) * (1 + NOISE_MARGIN)
     multiplier = div_down(scale, sensitivity)
     return scale, LaplaceEvent(multiplier)
+
+
+class UnscaledFeaturesWarning(DPWarning):
+    """A model that learns by gradient steps got no public scale for its features.
+
+    :class:`~dpkit.learn.LogisticRegression` without ``bounds=`` or ``data_norm=`` uses
+    the features as given, and its default learning rate assumes features of order 1:
+    on raw columns (ages, incomes in dollars) it can score no better than predicting the
+    majority class. Public bounds cost nothing (the map to [0, 1] is a function of public
+    parameters only) and the coefficients are reported on the original features. The
+    warning depends on the parameters only, never on the data.
+    """
 
 
 class NotFittedError(DPError, AttributeError):

@@ -61,7 +61,7 @@ class GaussianNB(DPModelMixin, ClassifierMixin, BaseEstimator):  # type: ignore[
         l2-optimal noise of :func:`dpkit.design.design_noise`) or a
         :class:`~dpkit.design.NoiseDesign` (statistics are scaled to its sensitivity).
         The non-Laplace noises are calibrated per scalar statistic (see
-        :mod:`dpkit.learn._noise` and :meth:`statistic_budgets`) and make the fit
+        ``dpkit.learn._noise`` and :meth:`statistic_budgets`) and make the fit
         (epsilon, delta)-DP.
     delta:
         The delta of the guarantee: required in (0, 1) for every noise but Laplace
@@ -75,7 +75,7 @@ class GaussianNB(DPModelMixin, ClassifierMixin, BaseEstimator):  # type: ignore[
     var_smoothing:
         Added to every variance (in units of the scaled feature, whose range is 2), as in
         scikit-learn. Variances are also floored at their own noise level (see
-        :func:`dpkit.learn._moments.mean_and_variance`).
+        ``dpkit.learn._moments.mean_and_variance``).
     shares:
         Split of epsilon between the counts, the sums and the sums of squares.
     rng:
@@ -84,7 +84,7 @@ class GaussianNB(DPModelMixin, ClassifierMixin, BaseEstimator):  # type: ignore[
     Privacy
     -------
     ``noise="laplace"``: epsilon-DP (Laplace mechanism on each block, basic composition;
-    parallel composition over classes; see :mod:`dpkit.learn._moments` for the
+    parallel composition over classes; see ``dpkit.learn._moments`` for the
     sensitivities). Other noises: (epsilon, delta)-DP, each of the ``1 + 2d`` scalar
     statistics of a class (epsilon_i, delta_i)-DP for its own sensitivity, basic
     composition within a class, parallel composition over classes. The event composes

@@ -24,7 +24,7 @@ class StandardScaler(DPModelMixin, TransformerMixin, BaseEstimator):  # type: ig
 
     The statistics are those of the features clipped to public ``bounds``: a noisy
     count, sums and sums of squares (Laplace, exact fixed-point sums; see
-    :mod:`dpkit.learn._moments`). ``transform`` does not clip (post-processing of the
+    ``dpkit.learn._moments``). ``transform`` does not clip (post-processing of the
     released statistics, like scikit-learn's scaler).
 
     Parameters

@@ -59,7 +59,7 @@ class SparseLogisticRegression(DPModelMixin, ClassifierMixin, BaseEstimator):  #
     noise:
         ``"laplace"`` (default), ``"gaussian"``, ``"truncated_laplace"``, ``"optimal"`` or
         a :class:`~dpkit.design.NoiseDesign` (statistics are scaled to its sensitivity; see
-        :mod:`dpkit.learn._noise`).
+        ``dpkit.learn._noise``).
     bounds:
         Public ``(lower, upper)`` per feature (or scalars). Required.
     classes:

@@ -13,7 +13,7 @@ Every sampler here outputs exactly the distribution its privacy proof is about:
 How: inversion on lazily refined uniform random numbers, with a float64 filter whose
 error margin is certified and an exact :mod:`decimal` fallback for the rare draws too
 close to a boundary (see ``dpkit/noise/_certified.py`` and ``docs/noise.md``). The
-integer-only algorithms of CKS20 are in :mod:`dpkit.noise.rational` and the tests
+integer-only algorithms of CKS20 are in ``dpkit.noise.rational`` and the tests
 check both against the exact probability mass functions.
 
 All samplers are vectorised and stream in chunks, so 10^8 draws need little memory
@@ -103,7 +103,7 @@ def discrete_laplace(
 def discrete_laplace(
     scale: float, size: int | None = None, *, rng: RandomLike | None = None
 ) -> int | npt.NDArray[np.int64]:
-    """Exact discrete Laplace: P(z) proportional to exp(-|z| / scale) for integers z.
+    """Exact discrete Laplace: P(z) proportional to ``exp(-|z| / scale)`` for integers z.
 
     Parameters
     ----------
@@ -167,7 +167,7 @@ def bernoulli_exp(
     """Exact Bernoulli(exp(-gamma)) for ``gamma >= 0`` (the exact value of the float).
 
     Decided as ``U < exp(-gamma)`` on a lazily refined uniform ``U``; CKS20's
-    Algorithm 1 (integer arithmetic) is :func:`dpkit.noise.rational.bernoulli_exp`.
+    Algorithm 1 (integer arithmetic) is :func:`~dpkit.noise.bernoulli_exp`.
     """
     gamma = check.check_nonnegative(gamma, "gamma", "bernoulli_exp")
     n = _check_size(size, "bernoulli_exp")

@@ -208,7 +208,7 @@ def _dlap_magnitude_exact(prefix: int, scale: float, rng: Random) -> int:
 
 @_quiet
 def discrete_laplace_chunk(scale: float, n: int, rng: Random) -> IntArray:
-    """``n`` draws with P(z) proportional to exp(-|z| / scale) on the integers.
+    """``n`` draws with P(z) proportional to ``exp(-|z| / scale)`` on the integers.
 
     Inversion of the magnitude: ``|Z| = max(0, floor(t (c - ln U)))`` with
     ``c = ln(2 / (1 + e^{-1/t}))``, and an independent fair sign.

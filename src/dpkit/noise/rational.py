@@ -73,7 +73,7 @@ def bernoulli_exp(gamma: Fraction, *, rng: RandomLike | None = None) -> bool:
 
 
 def discrete_laplace(scale: Fraction, *, rng: RandomLike | None = None) -> int:
-    """Exact draw with P(z) proportional to exp(-|z| / scale) (CKS20 Algorithm 2).
+    """Exact draw with P(z) proportional to ``exp(-|z| / scale)`` (CKS20 Algorithm 2).
 
     ``scale = t / s`` with positive integers ``s, t``.
     """

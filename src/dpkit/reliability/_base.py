@@ -34,8 +34,8 @@ Loss = Callable[[Any, Any], Any]
 class ReleaseFailed(DPError):
     """A never-fail wrapper stopped without a successful output.
 
-    The exception is the wrapper's output on this run: :attr:`event` and
-    :attr:`guarantee` are those of the whole wrapper and must be charged.
+    The exception is the wrapper's output on this run: ``event`` and
+    ``guarantee`` are those of the whole wrapper and must be charged.
     """
 
     def __init__(self, message: str, *, event: Event, guarantee: PureDP | ApproxDP) -> None:

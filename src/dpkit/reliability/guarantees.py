@@ -184,7 +184,7 @@ def repeat_until_success(
         ``eps_bar = epsilon + epsilon_z`` and ``delta_bar = delta + delta_z`` (Steinke 2025,
         Theorem 1; with the equal split this is Theorem 2's
         ``(4 eps - ln(1 - 2 delta/(1 - beta)), 2 delta/(1 - beta))``); with a cap, delta
-        plus ``(1 + e^eps~) beta^T`` (:func:`cap_term`). Rounded up.
+        plus ``(1 + e^eps~) beta^T`` (``cap_term``). Rounded up.
 
     Raises
     ------

@@ -105,7 +105,7 @@ class RepeatUntilSuccess:
     loss_sensitivity:
         The loss's sensitivity (default 1, as in the post); the noise is scaled to it.
     max_attempts:
-        Cap ``T`` on the attempts; default :func:`default_max_attempts`.
+        Cap ``T`` on the attempts; default ``default_max_attempts``.
 
     Privacy
     -------
@@ -118,7 +118,7 @@ class RepeatUntilSuccess:
     Accuracy
     --------
     Every release has ``loss <= alpha + 2 tau`` (:attr:`loss_bound`), with probability 1;
-    ``tau`` (:attr:`margin`) is the truncated-Laplace support plus one grid step. With a
+    ``tau`` (``margin``) is the truncated-Laplace support plus one grid step. With a
     valid ``alpha`` the expected number of attempts is at most ``1/(1 - beta)`` and
     :class:`~dpkit.reliability.AttemptsExhausted` is raised with probability at most
     ``beta^T``.

@@ -12,7 +12,7 @@ Conventions
   any sequence.
 - ``budget`` fields are :class:`~dpkit.accounting.Guarantee` values; ``None`` marks a
   statistic computed by post-processing of other releases (it spends nothing more).
-- A statistic or histogram whose ``unit`` is :data:`EPOCH_SECONDS` is a point in
+- A statistic or histogram whose ``unit`` is ``EPOCH_SECONDS`` is a point in
   time, in seconds since 1970-01-01T00:00:00 UTC; renderers show it as a date (without
   a time of day when the value is a whole day).
 - Fields added after the first version of the JSON schema have defaults, so documents
@@ -26,6 +26,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
 import numpy as np
@@ -138,7 +139,7 @@ class Statistic:
         The privacy cost of this statistic alone, or ``None`` for post-processing.
     unit:
         Free text shown after the numbers (``"rows"``, ``"minutes"``), or
-        :data:`EPOCH_SECONDS` for a point in time.
+        ``EPOCH_SECONDS`` for a point in time.
     limit:
         ``""`` for a two-sided estimate; ``"lower"`` when the estimate is (with high
         probability) a lower bound of the true value (the shifted-inverse maximum),
@@ -445,8 +446,11 @@ class BudgetShare:
 class DatasetSummary:
     """A private summary of a dataset: the released numbers and their total privacy cost.
 
-    The model knows nothing of its formats: :func:`dpkit.report.to_json` and
-    :func:`dpkit.report.from_json` write and read it as JSON.
+    The formats live with their renderers: :func:`dpkit.report.to_json` and
+    :func:`dpkit.report.from_json` write and read it as JSON, and
+    :func:`dpkit.report.html_report` makes the HTML report; :meth:`to_json`,
+    :meth:`to_html` and ``_repr_html_`` (a notebook shows the report) are shortcuts to
+    them.
 
     Parameters
     ----------
@@ -540,3 +544,32 @@ class DatasetSummary:
         names = [c.name for c in self.columns]
         if len(set(names)) != len(names):
             raise InvalidParameter(f"{owner}: column names must be unique; got {names}.")
+
+    def to_json(self, path: str | Path | None = None, *, indent: int | None = 2) -> str:
+        """The JSON document of ``dpkit describe --json`` (:func:`dpkit.report.to_json`);
+        also written to ``path`` when given (UTF-8)."""
+        from dpkit.report.serialize import to_json
+
+        text = to_json(self, indent=indent)
+        if path is not None:
+            Path(path).write_text(text, encoding="utf-8")
+        return text
+
+    def to_html(self, path: str | Path | None = None, *, with_plots: bool = True) -> str:
+        """The HTML report of ``dpkit describe --report`` (one self-contained page,
+        :func:`dpkit.report.html_report`); also written to ``path`` when given."""
+        from dpkit.report.html import html_report
+
+        text = html_report(self, with_plots=with_plots)
+        if path is not None:
+            Path(path).write_text(text, encoding="utf-8")
+        return text
+
+    def _repr_html_(self) -> str:
+        """Jupyter's view: the HTML report in an inline frame (its styles stay inside)."""
+        import html
+
+        return (
+            '<iframe style="width: 100%; height: 720px; border: 1px solid #ddd" '
+            f'srcdoc="{html.escape(self.to_html(), quote=True)}"></iframe>'
+        )

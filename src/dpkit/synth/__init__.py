@@ -4,10 +4,10 @@
 :func:`synthesize` on a DataFrame or a file) measures noisy marginals of the table --
 discrete Gaussian noise, zCDP accounting, every person's contribution bounded -- and
 samples a synthetic table from a graphical model fitted to them (Private-PGM's
-estimator, McKenna, Sheldon & Miklau, ICML 2019, in NumPy: :mod:`dpkit.synth._graphical`).
+estimator, McKenna, Sheldon & Miklau, ICML 2019, in NumPy: ``dpkit.synth._graphical``).
 
-* MST -- McKenna, Miklau & Sheldon, JPC 2021 (:mod:`dpkit.synth._mst`);
-* AIM -- McKenna, Mullins, Sheldon & Miklau, PVLDB 2022 (:mod:`dpkit.synth._aim`).
+* MST -- McKenna, Miklau & Sheldon, JPC 2021 (``dpkit.synth._mst``);
+* AIM -- McKenna, Mullins, Sheldon & Miklau, PVLDB 2022 (``dpkit.synth._aim``).
 
 Guarantee: the run is ``rho``-zCDP w.r.t. the privacy unit for the budget it is
 charged (once); the synthetic table, the fitted model and the fidelity report are
@@ -43,19 +43,23 @@ def synthesize(
     rng: RandomLike | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> SyntheticData:
-    """A private synthetic copy of ``data`` (a pandas DataFrame, a pyarrow Table, or a
-    CSV/Parquet path) spending all of ``budget`` (``ZCDP`` or ``ApproxDP``).
+    """A private synthetic copy of ``data`` (a pandas DataFrame, a pyarrow Table, a
+    Polars DataFrame or LazyFrame, or a CSV/Parquet path) spending all of ``budget``
+    (``ZCDP`` or ``ApproxDP``).
 
     A one-off Session over ``data`` runs :meth:`dpkit.analytics.Session.synthesize`; see
     it for the parameters and the guarantee. Use a Session directly to keep a ledger or
     to spend the budget on other queries too.
     """
     from dpkit.analytics import Session
+    from dpkit.analytics._sources import is_polars
 
     if isinstance(data, str | Path):
         session = Session.from_path(data, privacy_unit=privacy_unit, budget=budget, rng=rng)
     elif type(data).__module__.startswith("pyarrow"):
         session = Session.from_arrow(data, privacy_unit=privacy_unit, budget=budget, rng=rng)
+    elif is_polars(data):
+        session = Session.from_polars(data, privacy_unit=privacy_unit, budget=budget, rng=rng)
     else:
         session = Session.from_pandas(data, privacy_unit=privacy_unit, budget=budget, rng=rng)
     return session.synthesize(

@@ -141,7 +141,7 @@ class RandomAllocationGaussianEvent(Event):
     Privacy analysis (add/remove): the PLD of Feldman & Shenfeld (2026, arXiv
     2602.17284) for the dominating pair of Feldman & Shenfeld (2025, arXiv 2502.08202),
     with ``k > 1`` reduced to the composition of ``k`` one-out-of-``t/k`` allocations;
-    :mod:`dpkit.accounting._math.pld.random_allocation` states the pair and proves
+    ``dpkit.accounting._math.pld.random_allocation`` states the pair and proves
     both that it covers adaptively chosen steps and the reduction. Supported by
     :class:`~dpkit.accounting.pld.PLDAccountant` with ``relation="add_remove"``.
     """

@@ -154,7 +154,7 @@ class RDPOdometer(PrivacyOdometer[RDP]):
     Parameters
     ----------
     orders:
-        The order grid (default :data:`~dpkit.accounting.DEFAULT_ORDERS`).
+        The order grid (default ``dpkit.accounting.DEFAULT_ORDERS``).
     """
 
     def __init__(self, orders: Iterable[float] = DEFAULT_ORDERS) -> None:
