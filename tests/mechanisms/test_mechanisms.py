@@ -285,3 +285,11 @@ def test_weak_epsilon_warns() -> None:
 def test_seeded_generator_warns_insecure() -> None:
     with pytest.warns(dp.InsecureRandomWarning):
         dp.as_random(1)
+
+
+@pytest.mark.parametrize("scale", [1 / 800, 1 / 745, 1e-6])
+def test_discrete_laplace_error_at_scales_whose_q_underflows(scale: float) -> None:
+    # e^(-1/scale) underflows to 0 below scale ~1/745: the error bound was a math domain
+    # error there; the noise is then 0 with probability 1 - 2e^-745/(1+...) ~ 1.
+    error = dp.DiscreteLaplace(scale=scale, sensitivity=1).error(0.95)
+    assert error is not None and error.half_width == 0.0

@@ -105,8 +105,9 @@ def symmetric_half_width(kind: str, width: float, confidence: float) -> int:
     ``1 - confidence``)."""
     alpha = 1.0 - confidence
     if kind == "laplace":
-        q = math.exp(-1.0 / width)
-        h = max(0, math.ceil(math.log(alpha * (1.0 + q) / 2.0) / math.log(q) - 1.0))
+        q = math.exp(-1.0 / width)  # 0.0 below width ~1/745: then Z = 0 and h = 0
+        # log q is -1/width (not log(q), which fails once q underflows to 0).
+        h = max(0, math.ceil(math.log(alpha * (1.0 + q) / 2.0) * -width - 1.0))
         while h > 0 and 2.0 * q**h / (1.0 + q) <= alpha:
             h -= 1
         while 2.0 * q ** (h + 1) / (1.0 + q) > alpha:
