@@ -28,6 +28,7 @@ from dpkit.accounting.calibrate import (
     dpsgd_epsilon_bounds,
     dpsgd_noise_multiplier,
 )
+from dpkit.accounting.calibrate_integer import calibrate_integer
 from dpkit.accounting.composition import (
     advanced_composition,
     compose_pure_via_zcdp,
@@ -78,7 +79,15 @@ from dpkit.accounting.filters import (
     ZCDPOdometer,
     privacy_filter,
 )
-from dpkit.accounting.guarantees import DEFAULT_ORDERS, RDP, ZCDP, ApproxDP, Guarantee, PureDP
+from dpkit.accounting.guarantees import (
+    DEFAULT_ORDERS,
+    RDP,
+    ZCDP,
+    ApproxDP,
+    Guarantee,
+    PureDP,
+    XiZCDP,
+)
 from dpkit.accounting.pld import PLDAccountant
 from dpkit.accounting.rdp import RDPAccountant, event_rdp
 from dpkit.accounting.simple import PureAccountant, ZCDPAccountant
@@ -93,8 +102,12 @@ from dpkit.accounting.subsampling import (
     plot_noise_ratio,
 )
 from dpkit.accounting.tradeoff import (
+    GDPFit,
     approx_dp_tradeoff,
+    fit_gdp,
     gaussian_tradeoff,
+    gdp_delta,
+    gdp_epsilon,
     gdp_mu,
     max_true_positive_rate,
     tradeoff_curve,
@@ -117,6 +130,7 @@ __all__ = [
     "DiscreteLaplaceEvent",
     "Event",
     "ExponentialMechanismEvent",
+    "GDPFit",
     "GaussianEvent",
     "Guarantee",
     "LaplaceEvent",
@@ -146,6 +160,7 @@ __all__ = [
     "SparseVectorEvent",
     "TruncatedLaplaceEvent",
     "TruncatedPoissonSampledGaussianEvent",
+    "XiZCDP",
     "ZCDPAccountant",
     "ZCDPEvent",
     "ZCDPFilter",
@@ -156,6 +171,7 @@ __all__ = [
     "amplify",
     "approx_dp_tradeoff",
     "calibrate",
+    "calibrate_integer",
     "compose_pure_via_zcdp",
     "discrete_gaussian_delta",
     "discrete_gaussian_epsilon",
@@ -166,12 +182,15 @@ __all__ = [
     "epsilon_before_sampling",
     "event_from_dict",
     "event_rdp",
+    "fit_gdp",
     "gaussian_delta",
     "gaussian_epsilon",
     "gaussian_rho",
     "gaussian_sigma_analytic",
     "gaussian_sigma_classic",
     "gaussian_tradeoff",
+    "gdp_delta",
+    "gdp_epsilon",
     "gdp_mu",
     "laplace_rdp",
     "max_true_positive_rate",

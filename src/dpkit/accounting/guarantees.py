@@ -12,6 +12,8 @@ Q = M(x')):
 - ``PureDP(eps)``: ``P(S) <= e^eps Q(S)`` for every event S.
 - ``ApproxDP(eps, delta)``: ``P(S) <= e^eps Q(S) + delta`` for every event S.
 - ``ZCDP(rho)``: ``D_a(P || Q) <= rho * a`` for every order ``a > 1`` (Bun & Steinke 2016).
+- ``XiZCDP(rho, xi)``: ``D_a(P || Q) <= xi + rho * a`` for every ``a > 1`` ((xi, rho)-zCDP,
+  Bun & Steinke 2016, Def. 1.1; ``xi = 0`` is rho-zCDP).
 - ``RDP(orders, epsilons)``: ``D_a(P || Q) <= eps_a`` at each listed order (Mironov 2017).
 """
 
@@ -31,10 +33,10 @@ from dpkit._validation import (
     check_positive,
 )
 from dpkit.accounting._math import conversions
-from dpkit.accounting._math.rounding import mul_up, product_up, sum_up
+from dpkit.accounting._math.rounding import mul_up, product_up, sum_up, up
 from dpkit.errors import InvalidParameter
 
-__all__ = ["DEFAULT_ORDERS", "RDP", "ZCDP", "ApproxDP", "Guarantee", "PureDP"]
+__all__ = ["DEFAULT_ORDERS", "RDP", "ZCDP", "ApproxDP", "Guarantee", "PureDP", "XiZCDP"]
 
 
 def _default_orders() -> tuple[float, ...]:
@@ -218,6 +220,8 @@ class ZCDP(Guarantee):
     def __add__(self, other: object) -> ZCDP:
         if isinstance(other, ZCDP):
             return ZCDP(sum_up((self.rho, other.rho)))
+        if isinstance(other, XiZCDP):
+            return NotImplemented  # XiZCDP.__radd__: rho-zCDP is (0, rho)-zCDP
         if isinstance(other, Guarantee):
             raise self._mismatch(other)
         return NotImplemented
@@ -267,6 +271,104 @@ class ZCDP(Guarantee):
         """``(a, rho * a)``-RDP at each order (the definition of zCDP), rounded up."""
         grid = RDP._check_orders(orders, "ZCDP.to_rdp")
         return RDP(grid, tuple(product_up(self.rho, a) for a in grid))
+
+
+@dataclass(frozen=True, slots=True)
+class XiZCDP(Guarantee):
+    """(xi, rho)-zero-concentrated differential privacy (Bun & Steinke 2016, Def. 1.1).
+
+    ``D_a(M(x) || M(x')) <= xi + rho * a`` for all orders ``a > 1`` and neighbours x, x'.
+    A separate class from :class:`ZCDP` (which code reading only ``.rho`` relies on):
+    ``XiZCDP(rho, 0.0)`` states the same as ``ZCDP(rho)``.
+
+    Parameters
+    ----------
+    rho, xi:
+        Finite floats >= 0.
+
+    Notes
+    -----
+    Composition (adaptive): xis add and rhos add (Bun & Steinke 2016, Lemma 2.3, whose
+    proof adds the RDP curves ``xi_i + rho_i a``); a :class:`ZCDP` composes as
+    ``xi = 0``. Conversions: :meth:`to_rdp` (the definition), :meth:`delta_for` and
+    :meth:`to_approx` (Canonne, Kamath & Steinke 2020, Prop. 12 on the curve
+    ``xi + rho a``).
+    """
+
+    rho: float
+    xi: float = 0.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rho", check_nonnegative(self.rho, "rho", "XiZCDP"))
+        object.__setattr__(self, "xi", check_nonnegative(self.xi, "xi", "XiZCDP"))
+
+    def __add__(self, other: object) -> XiZCDP:
+        if isinstance(other, XiZCDP):
+            return XiZCDP(sum_up((self.rho, other.rho)), sum_up((self.xi, other.xi)))
+        if isinstance(other, ZCDP):
+            return XiZCDP(sum_up((self.rho, other.rho)), self.xi)
+        if isinstance(other, Guarantee):
+            raise self._mismatch(other)
+        return NotImplemented
+
+    def __radd__(self, other: object) -> XiZCDP:
+        if other == 0:
+            return self
+        if isinstance(other, ZCDP):
+            return self + other
+        return NotImplemented
+
+    def __mul__(self, count: object) -> XiZCDP:
+        k = _check_multiplier(count, "XiZCDP.__mul__")
+        if k is None:
+            return NotImplemented
+        return XiZCDP(mul_up(k, self.rho), mul_up(k, self.xi))
+
+    __rmul__ = __mul__
+
+    def to_rdp(self, orders: Iterable[float] = DEFAULT_ORDERS) -> RDP:
+        """``(a, xi + rho * a)``-RDP at each order (the definition), rounded up."""
+        grid = RDP._check_orders(orders, "XiZCDP.to_rdp")
+        return RDP(grid, tuple(sum_up((self.xi, product_up(self.rho, a))) for a in grid))
+
+    def delta_for(self, epsilon: float) -> float:
+        """Smallest delta at ``epsilon`` >= 0 implied by (xi, rho)-zCDP, rounded up.
+
+        Canonne, Kamath & Steinke 2020, Prop. 12 on the curve ``xi + rho a`` equals their
+        bound for rho-zCDP at ``epsilon - xi``: ``inf_a exp((a-1)(a rho - (eps - xi)) + a
+        log(1 - 1/a)) / (a - 1)`` (minimised over a continuous order), capped by the
+        grid form of :meth:`RDP.delta_for` (which adds the KL bound). At
+        ``epsilon = 0`` it bounds the total variation distance.
+        """
+        epsilon = check_nonnegative(epsilon, "epsilon", "XiZCDP.delta_for")
+        grid = self.to_rdp()
+        best = conversions.rdp_delta(grid.orders, grid.epsilons, epsilon)
+        if self.rho > 0.0:
+            # The algebra of Prop. 12 holds for a negative shifted epsilon as well.
+            best = min(best, conversions.zcdp_delta(self.rho, epsilon - self.xi))
+        elif epsilon >= self.xi:
+            best = 0.0  # D_inf <= xi: pure xi-DP
+        else:
+            # xi-DP implies (eps, (e^xi - e^eps) / (1 + e^xi))-DP (tight: binary
+            # randomized response; Kairouz, Oh & Viswanath 2015).
+            pure = -math.expm1(epsilon - self.xi) / (1.0 + math.exp(-self.xi))
+            best = min(best, min(1.0, up(pure, 4)))
+        return best
+
+    def to_approx(self, delta: float) -> ApproxDP:
+        """The (eps, ``delta``)-DP guarantee implied by (xi, rho)-zCDP, ``delta`` in (0, 1).
+
+        ``eps = xi + eps_rho(delta)`` with ``eps_rho`` the rho-zCDP conversion of
+        :meth:`ZCDP.to_approx` (Canonne, Kamath & Steinke 2020, Cor. 13, the curve
+        shifted by xi), or the grid conversion of :meth:`RDP.to_approx` when smaller.
+        Rounded up.
+        """
+        owner = "XiZCDP.to_approx"
+        delta = check_delta(delta, owner, allow_zero=False)
+        shifted = sum_up((self.xi, conversions.zcdp_epsilon(self.rho, delta)))
+        grid = self.to_rdp()
+        on_grid = conversions.rdp_epsilon(grid.orders, grid.epsilons, delta)
+        return ApproxDP(min(shifted, on_grid), delta)
 
 
 #: Order grids already validated (tuples of floats), at most 64 of them.

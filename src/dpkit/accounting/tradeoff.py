@@ -20,23 +20,34 @@ largest true-positive rate any membership-inference attack can reach at that FPR
   compose to ``sqrt(k)/sigma`` (DRS22). :func:`gdp_mu` states it;
   the central-limit "GDP accountant" for subsampled steps (DRS22) is an
   approximation, not a bound, and dpkit does not offer it.
+- Back to (eps, delta): ``mu``-GDP holds exactly when ``(eps, delta_mu(eps))``-DP holds
+  for every ``eps >= 0``, ``delta_mu(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu -
+  mu/2)`` (DRS22, Cor. 2.13): :func:`gdp_delta` and :func:`gdp_epsilon`.
+  :func:`fit_gdp` finds a ``mu`` that an accountant's privacy profile certifies.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 from dpkit import _validation as check
+from dpkit.accounting._math.gaussian import gaussian_delta, gaussian_epsilon
+from dpkit.accounting._math.rounding import div_down
 from dpkit.accounting.accountant import Accountant
 from dpkit.errors import InvalidParameter
 
 __all__ = [
+    "GDPFit",
     "approx_dp_tradeoff",
+    "fit_gdp",
     "gaussian_tradeoff",
+    "gdp_delta",
+    "gdp_epsilon",
     "gdp_mu",
     "max_true_positive_rate",
     "tradeoff_curve",
@@ -228,3 +239,178 @@ def max_true_positive_rate(
     """
     curve = tradeoff_curve(accountant, false_positive_rate, epsilons=epsilons)
     return np.asarray(1.0 - curve, dtype=np.float64)
+
+
+def gdp_delta(*, mu: float, epsilon: float) -> float:
+    """The smallest delta with ``mu``-GDP implying (``epsilon``, delta)-DP, rounded up.
+
+    ``delta(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2)`` (Dong, Roth & Su
+    2022, Cor. 2.13), for ``epsilon >= 0``; at ``epsilon = 0`` it is the total variation
+    distance ``2 Phi(mu/2) - 1`` of ``N(0, 1)`` and ``N(mu, 1)``. This is the Gaussian
+    mechanism's exact profile at noise ``1/mu`` (Balle & Wang 2018, Thm 8), computed by
+    :func:`dpkit.accounting.gaussian_delta` (certified upper bound).
+
+    Examples
+    --------
+    >>> round(gdp_delta(mu=1.0, epsilon=1.0), 6)
+    0.126937
+    """
+    owner = "gdp_delta"
+    m = check.check_positive(mu, "mu", owner)
+    eps = check.check_nonnegative(epsilon, "epsilon", owner)
+    # Noise 1/mu at sensitivity 1, 1/mu rounded down (less noise: a larger delta).
+    return gaussian_delta(div_down(1.0, m), eps)
+
+
+def gdp_epsilon(*, mu: float, delta: float) -> float:
+    """The smallest epsilon with ``mu``-GDP implying (epsilon, ``delta``)-DP, rounded up.
+
+    The inverse of :func:`gdp_delta` (Dong, Roth & Su 2022, Cor. 2.13): the Gaussian
+    mechanism's exact epsilon at noise ``1/mu``, by
+    :func:`dpkit.accounting.gaussian_epsilon`. ``delta`` in (0, 1).
+
+    Examples
+    --------
+    >>> round(gdp_epsilon(mu=1.0, delta=1e-5), 4)
+    4.3772
+    """
+    owner = "gdp_epsilon"
+    m = check.check_positive(mu, "mu", owner)
+    dlt = check.check_delta(delta, owner, allow_zero=False)
+    return gaussian_epsilon(div_down(1.0, m), dlt)
+
+
+@dataclass(frozen=True, slots=True)
+class GDPFit:
+    """A Gaussian-DP statement certified from a privacy profile (see :func:`fit_gdp`).
+
+    The mechanism is ``(eps, delta_mu(eps) + slack)``-DP for every ``eps >= 0``, and so
+    its trade-off function is at least ``G_mu(alpha) - slack`` for every ``alpha``.
+    ``slack == 0`` means exactly ``mu``-GDP.
+    """
+
+    mu: float
+    slack: float
+
+
+# gaussian_delta is within a relative 5e-13 of the exact delta (its own allowance is
+# 1e-11): this factor turns its upper bound into a lower bound of delta_mu.
+_GDP_LOWER = 1.0 - 1e-10
+
+
+def _gdp_deltas(mu: float, eps: FloatArray) -> FloatArray:
+    """``delta_mu(eps)`` for many eps (float estimate, for the search only)."""
+    from scipy import special
+
+    la = special.log_ndtr(mu / 2.0 - eps / mu)
+    lb = special.log_ndtr(-mu / 2.0 - eps / mu)
+    with np.errstate(over="ignore", invalid="ignore"):
+        values = np.exp(la) * -np.expm1(eps + lb - la)
+    return np.asarray(np.maximum(values, 0.0), dtype=np.float64)
+
+
+def fit_gdp(
+    accountant: Accountant,
+    *,
+    epsilons: Sequence[float] | FloatArray | None = None,
+    mu_max: float = 1e3,
+) -> GDPFit:
+    """The smallest ``mu`` (on the grid's terms) such that ``accountant`` certifies mu-GDP.
+
+    Let ``d(eps) = accountant.get_delta(eps)``, an upper bound on the true privacy
+    profile ``delta(eps)``, on the grid ``e_0 = 0 < ... < e_N``. "Everywhere" is
+    checked with convexity: as a function of ``t = e^eps``, ``delta(t) = sup_S P(S) -
+    t Q(S)`` is a supremum of affine functions, hence convex, so on ``[t_i, t_{i+1}]``
+    it lies below the chord of ``d(e_i)``, ``d(e_{i+1})``; ``delta_mu`` is convex in
+    ``t`` too, so it lies above its tangent at the interval's midpoint ``m`` (slope
+    ``-Phi(-log(m)/mu - mu/2)``). The tangent clearing the chord (less ``slack``) at
+    both ends of every interval gives ``delta(eps) <= delta_mu(eps) + slack`` on
+    ``[0, e_N]``; beyond, ``delta(eps) <= d(e_N)`` (profiles fall with eps), so
+    ``slack = d(e_N)`` (a PLD's truncated tail, ~1e-14, or 0) covers the rest. By Dong,
+    Roth & Su 2022, Cor. 2.13 the mechanism's trade-off function is then at least
+    ``G_mu - slack`` (exactly mu-GDP when ``slack`` is 0). ``delta_mu(m)`` is
+    :func:`gdp_delta` lowered by a relative 1e-10 (a lower bound); ``mu`` is the
+    smallest passing value found by bisection, to a relative 1e-9, rounded up.
+
+    Parameters
+    ----------
+    accountant:
+        Any accountant (tightest with :class:`~dpkit.accounting.PLDAccountant`).
+    epsilons:
+        The grid, increasing, starting at 0 (default: 400 points from 0 to the epsilon
+        at delta 1e-12). A finer grid gives a smaller mu.
+    mu_max:
+        The largest mu searched, > 0.
+
+    Raises
+    ------
+    InvalidParameter
+        When no ``mu <= mu_max`` passes.
+
+    Examples
+    --------
+    >>> from dpkit.accounting import GaussianEvent
+    >>> from dpkit.accounting.pld import PLDAccountant
+    >>> fit = fit_gdp(PLDAccountant().compose(GaussianEvent(2.0)))
+    >>> 0.5 <= fit.mu < 0.501, fit.slack < 1e-10
+    (True, True)
+    """
+    owner = "fit_gdp"
+    if not isinstance(accountant, Accountant):
+        raise InvalidParameter.for_parameter("accountant", owner, "an Accountant", accountant)
+    top_mu = check.check_positive(mu_max, "mu_max", owner)
+    if epsilons is None:
+        grid = _epsilon_grid(accountant, 400)
+    else:
+        grid = np.asarray(epsilons, dtype=np.float64)
+        ok = grid.ndim == 1 and grid.size >= 2 and bool(np.all(np.isfinite(grid)))
+        if not ok or grid[0] != 0.0 or bool(np.any(np.diff(grid) <= 0.0)):
+            raise InvalidParameter.for_parameter(
+                "epsilons", owner, "an increasing 1-d array of finite values from 0", epsilons
+            )
+    bounds = np.array([min(1.0, accountant.get_delta(float(e))) for e in grid])
+    slack = float(bounds[-1])
+    t = np.exp(grid)
+    mid = 0.5 * (t[:-1] + t[1:])
+    eps_mid = np.log(mid)
+    # Per interval, the tangent of delta_mu at the midpoint must clear the chord of the
+    # accountant's bounds (less the slack) at both ends: a margin for the float error
+    # of the slope and of t (a relative 1e-12 of |slope| t).
+    need_left = bounds[:-1] - slack
+    need_right = bounds[1:] - slack
+    dl, dr = t[:-1] - mid, t[1:] - mid
+
+    def clears(values: FloatArray, slope: FloatArray) -> bool:
+        margin = 1e-12 * np.abs(slope) * (t[1:] + mid)
+        left = values + slope * dl - margin >= need_left
+        right = values + slope * dr - margin >= need_right
+        return bool(np.all(left & right))
+
+    def slopes(mu: float) -> FloatArray:
+        from scipy import special
+
+        # d delta_mu / d t = -Phi(-eps/mu - mu/2) at t = e^eps (DRS22, Cor. 2.13).
+        return np.asarray(-special.ndtr(-eps_mid / mu - mu / 2.0), dtype=np.float64)
+
+    def passes_estimate(mu: float) -> bool:
+        return clears(_gdp_deltas(mu, eps_mid) * (1.0 - 1e-6), slopes(mu))
+
+    def passes(mu: float) -> bool:  # certified: gdp_delta is a rigorous upper bound
+        lower = np.array([gdp_delta(mu=mu, epsilon=float(e)) for e in eps_mid]) * _GDP_LOWER
+        return clears(lower, slopes(mu))
+
+    if not passes(top_mu):
+        raise InvalidParameter(
+            f"{owner}: no mu <= mu_max={top_mu!r} is certified by this accountant's "
+            "profile; raise mu_max or refine the epsilon grid."
+        )
+    low, high = 0.0, top_mu
+    while high - low > 1e-9 * high:
+        middle = 0.5 * (low + high)
+        if passes_estimate(middle):
+            high = middle
+        else:
+            low = middle
+    while not passes(high):  # the float estimate erred: step up until certified
+        high = min(top_mu, high * (1.0 + 1e-6))
+    return GDPFit(math.nextafter(high, math.inf), slack)

@@ -15,6 +15,7 @@ from dpkit.mechanisms._base import (
     RankErrorBound,
     Release,
 )
+from dpkit.mechanisms.accuracy import accuracy_to_scale, scale_to_accuracy
 from dpkit.mechanisms.gaussian import DiscreteGaussian, Gaussian, discrete_gaussian, gaussian
 from dpkit.mechanisms.laplace import DiscreteLaplace, Laplace, discrete_laplace, laplace
 from dpkit.mechanisms.randomized_response import RandomizedResponse, randomized_response
@@ -40,11 +41,13 @@ __all__ = [
     "Release",
     "SubsampledLaplace",
     "TruncatedLaplace",
+    "accuracy_to_scale",
     "discrete_gaussian",
     "discrete_laplace",
     "gaussian",
     "laplace",
     "randomized_response",
+    "scale_to_accuracy",
     "subsampled_laplace",
     "truncated_laplace",
     "truncated_laplace_delta",
