@@ -101,7 +101,9 @@ def test_discrete_gaussian_and_zcdp_against_the_gaussian_curve() -> None:
     for inner in (DiscreteGaussianEvent(2.5, 1), ZCDPEvent(1 / (2 * 2.5**2))):
         event = RepeatedEvent(PoissonSampledEvent(inner, 0.01), 50)
         ours = np.array(RDPAccountant(orders).compose(event).guarantee.epsilons)
-        assert np.all(ours >= gaussian * (1 - 1e-12))
+        # The discrete Gaussian's exact curve (issue 33) equals the Gaussian's to ~1e-50
+        # here; dpkit's fractional-order Gaussian curve carries up to 1e-7 of tail slack.
+        assert np.all(ours >= gaussian * (1 - 1e-7))
         assert np.all(ours[2:] >= theirs[2:] * (1 - 1e-12))  # integer orders
         assert ours[2] <= theirs[2] * 1.05  # integer order 5
     # Integer orders in the DP-SGD regime: within 5%.
@@ -111,7 +113,9 @@ def test_discrete_gaussian_and_zcdp_against_the_gaussian_curve() -> None:
             theirs = rdp_lib._compute_rdp_poisson_subsampled_gaussian(q, sigma, ints)
             event = PoissonSampledEvent(DiscreteGaussianEvent(sigma, 1), q)
             ours = np.array(RDPAccountant(ints).compose(event).guarantee.epsilons)
-            assert np.all(ours >= theirs * (1 - 1e-12))
+            # Equal in exact arithmetic (issue 33: dpkit's value is the certified exact
+            # sum; dp_accounting's float sum is ~1e-12 off, e.g. sigma 2, q 1e-3, a 4).
+            assert np.all(ours >= theirs * (1 - 1e-11))
             assert np.all(ours <= theirs * 1.05)
 
 

@@ -16,6 +16,10 @@ event                                           RDP epsilon at order ``a``
 any event with a pure epsilon                   the tight curve of Steinke 2024, Thm 4
 ``PoissonSampledEvent(GaussianEvent(s), q)``    Mironov, Talwar & Zhang 2019 (exact series)
 ``PoissonSampledEvent(pure event, q)``          Steinke's curve at the amplified epsilon
+``PoissonSampledEvent(DiscreteGaussianEvent)``  dimension 1, integer sensitivity ``<= 8``: the
+                                                exact divergences in both directions, as
+                                                certified sums over the integers (see
+                                                :mod:`~dpkit.accounting._math.discrete_gaussian_rdp`)
 ``PoissonSampledEvent(zCDP event, q)``          removal: the MTZ19 binomial sum at ``rho``;
                                                 addition: a second-order bound (see
                                                 :mod:`~dpkit.accounting._math.subsampled_zcdp`)
@@ -63,6 +67,10 @@ import numpy.typing as npt
 
 from dpkit.accounting._math import conversions
 from dpkit.accounting._math.bounded_range import bounded_range_rdp
+from dpkit.accounting._math.discrete_gaussian_rdp import (
+    MAX_EXACT_SENSITIVITY,
+    subsampled_discrete_gaussian_rdp_curve,
+)
 from dpkit.accounting._math.laplace import laplace_rdp
 from dpkit.accounting._math.rdp import (
     gaussian_rdp_curve,
@@ -174,7 +182,20 @@ def _poisson_curve(event: PoissonSampledEvent, orders: Curve) -> Curve | None:
     rho = zcdp_rho(inner)  # the discrete Gaussian, ZCDPEvent, composed Gaussians, ...
     if rho is None:
         return None
-    return poisson_subsampled_zcdp_rdp_curve(q, rho, orders)
+    generic = poisson_subsampled_zcdp_rdp_curve(q, rho, orders)
+    if (
+        isinstance(inner, DiscreteGaussianEvent)
+        and inner.dimension == 1
+        and 0.0 < q < 1.0
+        and inner.sensitivity <= MAX_EXACT_SENSITIVITY
+    ):
+        # The exact divergences of the one-dimensional pair (integer sensitivity), where
+        # the summation window is not too long; the generic bound elsewhere.
+        exact = subsampled_discrete_gaussian_rdp_curve(
+            q, inner.sigma, int(inner.sensitivity), orders
+        )
+        return tuple(g if x is None else min(g, x) for g, x in zip(generic, exact, strict=True))
+    return generic
 
 
 def _without_replacement_curve(
