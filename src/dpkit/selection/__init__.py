@@ -8,7 +8,10 @@
 * :class:`PermuteAndFlip` / :func:`permute_and_flip` -- McKenna & Sheldon's mechanism,
   never worse than the exponential mechanism;
 * :class:`SparseVector` / :func:`sparse_vector` -- AboveThreshold, offline or online
-  (:meth:`SparseVector.stream`);
+  (:meth:`SparseVector.stream`), halting at the first or the ``max_positives``-th
+  "above" answer;
+* :class:`PartitionSelection` -- Google's partition-selection strategies (truncated
+  geometric, Laplace and Gaussian thresholding): keep probabilities and thresholds;
 * :func:`random_stopping` / :func:`thresholding` -- the best of a random number of runs
   of a private :class:`Candidate`, or the first run reaching a target score (Liu &
   Talwar 2019), the number of runs geometric or any of Papernot & Steinke's laws
@@ -34,6 +37,7 @@ from dpkit.selection.noisy_max import (
     permute_and_flip,
     report_noisy_max,
 )
+from dpkit.selection.partition_selection import PartitionSelection, laplace_partition_delta
 from dpkit.selection.private_candidates import (
     Candidate,
     Selected,
@@ -51,6 +55,7 @@ from dpkit.selection.tuning import TuneResult, tune
 __all__ = [
     "Candidate",
     "ExponentialMechanism",
+    "PartitionSelection",
     "PermuteAndFlip",
     "ReportNoisyMax",
     "Selected",
@@ -60,6 +65,7 @@ __all__ = [
     "Statement",
     "TuneResult",
     "exponential",
+    "laplace_partition_delta",
     "noisy_binary_search",
     "permute_and_flip",
     "random_stopping",

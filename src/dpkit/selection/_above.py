@@ -86,6 +86,24 @@ class NoisyThreshold:
             ends = noise_at("laplace", np.array([prefix, prefix + 1.0]))
         self._noise_low, self._noise_high = float(ends[0]), float(ends[1])
 
+    def positives(self, answers: FloatArray, count: int) -> list[int]:
+        """Indices of the first ``count`` answers reaching the noisy threshold, in order.
+
+        The threshold noise is drawn once for the whole run and never refreshed (Lyu,
+        Su & Li 2017, Alg. 1); each answer gets fresh noise. Noise drawn beyond a hit
+        was never compared, so restarting after it with fresh draws samples the same
+        law; with ``count = 1`` the draws are exactly those of :meth:`first_above`.
+        """
+        found: list[int] = []
+        start = 0
+        while len(found) < count and start < answers.size:
+            hit = self.first_above(answers[start:])
+            if hit is None:
+                break
+            found.append(start + hit)
+            start += hit + 1
+        return found
+
     def first_above(self, answers: FloatArray) -> int | None:
         """Index of the first answer whose noisy value reaches the noisy threshold, or None.
 
