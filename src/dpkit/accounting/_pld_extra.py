@@ -26,6 +26,10 @@ Kept apart from ``pld.py`` so that the accountant gains events by two calls:
   2026); ``k > 1`` as the composition of ``k`` one-out-of-``floor(t/k)`` or
   ``ceil(t/k)`` allocations. Refused under ``"replace"`` (no analysis is known to
   dpkit for that relation).
+- :class:`DiscreteGaussianEvent` (one coordinate, either relation) and, for
+  add/remove, :class:`PoissonSampledEvent` of it or of a :class:`DiscreteLaplaceEvent`:
+  the atoms of the (subsampled) integer-noise pairs, with certified masses
+  (:mod:`dpkit.accounting._math.pld.discrete_sampled`). More coordinates stay on RDP.
 - :class:`PermuteAndFlipEvent`: ``eps``-DP (McKenna & Sheldon 2020), as binary
   randomized response, the PLD dominating every ``eps``-DP mechanism (Kairouz, Oh &
   Viswanath 2015). Permute-and-flip is not known to be bounded range, so nothing
@@ -40,6 +44,11 @@ import numpy as np
 
 from dpkit.accounting._math.pld.bounded_range import bounded_range_pmf
 from dpkit.accounting._math.pld.convolve import convolve
+from dpkit.accounting._math.pld.discrete_sampled import (
+    discrete_gaussian_sampled_pmfs,
+    discrete_gaussian_supported,
+    discrete_laplace_sampled_pmfs,
+)
 from dpkit.accounting._math.pld.discretize import TooManyBuckets, from_interval_cdfs
 from dpkit.accounting._math.pld.hockey import hockey_stick
 from dpkit.accounting._math.pld.mechanisms import (
@@ -54,6 +63,8 @@ from dpkit.accounting._math.pld.random_allocation import allocation_law, law_pmf
 from dpkit.accounting._math.pld.replace_one import replace_one_gaussian_cdfs
 from dpkit.accounting._math.pld.truncated import branch_probabilities, mix_pmfs
 from dpkit.accounting.events import (
+    DiscreteGaussianEvent,
+    DiscreteLaplaceEvent,
     Event,
     ExponentialMechanismEvent,
     GaussianEvent,
@@ -78,10 +89,45 @@ def _replace_one_sampled_gaussian(event: Event, relation: str) -> bool:
 
 __all__ = ["extra_leaf_pmfs", "supports_extra"]
 
+#: The mass the discrete Gaussian's truncation to ``|k| <= K`` may move to ``+inf``,
+#: as a fraction of the accountant's ``tail_mass`` (the rest of it is the grid's).
+_DISCRETE_TAIL_SHARE = 0.5
 
-def supports_extra(event: Event, relation: str) -> bool:
+
+def _discrete_noise(event: Event, relation: str, tail_mass: float) -> bool:
+    """One-coordinate discrete Gaussian (either relation) or its Poisson-subsampled
+    form, or the Poisson-subsampled discrete Laplace (add/remove only)."""
+    inner, sampled = event, False
+    if isinstance(event, PoissonSampledEvent):
+        inner, sampled = event.event, True
+        if relation != "add_remove":
+            return False
+    if isinstance(inner, DiscreteGaussianEvent):
+        if inner.dimension != 1:
+            return False
+        tail = tail_mass * _DISCRETE_TAIL_SHARE
+        return discrete_gaussian_supported(inner.sigma, int(inner.sensitivity), tail)
+    # The plain discrete Laplace has its own PLD in pld.py.
+    return sampled and isinstance(inner, DiscreteLaplaceEvent)
+
+
+def _discrete_pmfs(event: Event, h: float, tail_mass: float) -> tuple[LossPmf, LossPmf | None]:
+    q = 1.0
+    inner = event
+    if isinstance(event, PoissonSampledEvent):
+        inner, q = event.event, event.sampling_probability
+    if isinstance(inner, DiscreteGaussianEvent):
+        tail = tail_mass * _DISCRETE_TAIL_SHARE
+        return discrete_gaussian_sampled_pmfs(inner.sigma, int(inner.sensitivity), q, h, tail)
+    assert isinstance(inner, DiscreteLaplaceEvent)  # checked by _discrete_noise
+    return discrete_laplace_sampled_pmfs(inner.scale, inner.sensitivity, q, h)
+
+
+def supports_extra(event: Event, relation: str, tail_mass: float = 1e-15) -> bool:
     """Whether :func:`extra_leaf_pmfs` has a PLD for ``event`` under ``relation``."""
     if _replace_one_sampled_gaussian(event, relation):
+        return True
+    if _discrete_noise(event, relation, tail_mass):
         return True
     if isinstance(event, TruncatedPoissonSampledGaussianEvent):
         return True  # both relations (see _truncated_pmfs)
@@ -102,6 +148,8 @@ def extra_leaf_pmfs(
         assert isinstance(event.event, GaussianEvent)
         cdfs = replace_one_gaussian_cdfs(event.event.noise_multiplier, event.sampling_probability)
         return from_interval_cdfs(cdfs, h, tail_mass), None
+    if _discrete_noise(event, relation, tail_mass):
+        return _discrete_pmfs(event, h, tail_mass)
     if isinstance(event, TruncatedPoissonSampledGaussianEvent):
         if relation == "replace":
             return _truncated_replace_pmf(event, h, tail_mass), None

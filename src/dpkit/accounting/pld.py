@@ -104,7 +104,10 @@ class PLDAccountant(Accountant):
     :class:`PureEvent` (as binary randomized response, the worst ``eps``-DP pair),
     :class:`ApproxEvent` (``delta`` at ``+inf``, the rest as ``eps``-RR; Kairouz, Oh &
     Viswanath 2015) and, for add/remove, :class:`PoissonSampledEvent` of a Gaussian or
-    Laplace event; :class:`ExponentialMechanismEvent` (bounded range) and
+    Laplace event; :class:`DiscreteGaussianEvent` with one coordinate and, for
+    add/remove, :class:`PoissonSampledEvent` of it or of a :class:`DiscreteLaplaceEvent`
+    (atoms with certified masses; ``sigma`` up to ~4e6);
+    :class:`ExponentialMechanismEvent` (bounded range) and
     :class:`PermuteAndFlipEvent`; under ``"replace"``, :class:`PoissonSampledEvent` of a
     Gaussian (see ``dpkit.accounting._pld_extra``). ``compose(event, count=k)`` costs
     one FFT whatever ``k`` is.
@@ -224,7 +227,7 @@ class PLDAccountant(Accountant):
     # ------------------------------------------------------------------ hooks
 
     def _supports_leaf(self, event: Event) -> bool:
-        if supports_extra(event, self._relation):
+        if supports_extra(event, self._relation, self._tail):
             return True
         if isinstance(event, PoissonSampledEvent):
             return self._relation == "add_remove" and _noise(event.event) is not None
