@@ -32,9 +32,15 @@ from __future__ import annotations
 
 from typing import Literal, Self
 
+import numpy as np
+
 from dpkit import _validation as check
 from dpkit.accounting._math.pld.convolve import convolve
-from dpkit.accounting._math.pld.discretize import TooManyBuckets, from_interval_cdfs
+from dpkit.accounting._math.pld.discretize import (
+    TooManyBuckets,
+    from_atoms,
+    from_interval_cdfs,
+)
 from dpkit.accounting._math.pld.hockey import hockey_stick, smallest_epsilon
 from dpkit.accounting._math.pld.mechanisms import (
     GaussianNoise,
@@ -47,6 +53,7 @@ from dpkit.accounting._math.pld.mechanisms import (
 )
 from dpkit.accounting._math.pld.pmf import LossPmf, identity
 from dpkit.accounting._math.pld.power import self_compose
+from dpkit.accounting._math.rounding import up
 from dpkit.accounting._pld_extra import extra_leaf_pmfs, supports_extra
 from dpkit.accounting._pld_lower import (
     LOWER_DISCRETIZATION,
@@ -67,6 +74,19 @@ from dpkit.accounting.events import (
 from dpkit.errors import InternalError, InvalidParameter, UnsupportedEvent
 
 __all__ = ["PLDAccountant"]
+
+
+def _replace_special_pmfs(event: RandomizedResponseEvent, h: float) -> tuple[LossPmf, LossPmf]:
+    """Randomized response against the uniform output of the special value: "remove"
+    samples ``R(x)`` (losses ``log(k a)``, ``log(k b)``), "add" samples ``U`` (masses
+    ``1/k`` and ``(k-1)/k``, the same losses negated). Losses rounded up (4 ulps cover
+    the ``log`` and the products); a mass shortfall goes to +inf in ``from_atoms``."""
+    p_true, high, p_others, low = event.special_losses()
+    k = event.categories
+    remove = from_atoms(np.array([up(high, 4), up(low, 4)]), np.array([p_true, p_others]), h)
+    add = from_atoms(np.array([up(-high, 4), up(-low, 4)]), np.array([1.0 / k, (k - 1) / k]), h)
+    return remove, add
+
 
 Relation = Literal["add_remove", "replace"]
 _RELATIONS = ("add_remove", "replace")
@@ -254,6 +274,8 @@ class PLDAccountant(Accountant):
         if isinstance(event, DiscreteLaplaceEvent):
             return discrete_laplace_pmf(event.scale, event.sensitivity, h), None
         if isinstance(event, RandomizedResponseEvent):
+            if event.relation == "replace_special":
+                return _replace_special_pmfs(event, h)
             return randomized_response_pmf(event.epsilon, event.categories, h), None
         if isinstance(event, PureEvent):
             return randomized_response_pmf(event.epsilon, 2, h), None

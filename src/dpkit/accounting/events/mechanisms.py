@@ -3,6 +3,7 @@ and black boxes with a stated guarantee."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from dpkit._validation import (
@@ -12,8 +13,9 @@ from dpkit._validation import (
     check_positive,
 )
 from dpkit.accounting._math.conversions import pure_to_zcdp_rho
-from dpkit.accounting._math.rounding import div_up
+from dpkit.accounting._math.rounding import div_up, up
 from dpkit.accounting.events._base import Event, half_squared_ratio, register
+from dpkit.errors import InvalidParameter
 
 # --- additive noise -------------------------------------------------------------------
 
@@ -153,10 +155,19 @@ class RandomizedResponseEvent(Event):
     ``1 / (e^eps + k - 1)`` (Warner 1965; Kairouz, Oh & Viswanath 2016). Under the
     relation "replace one person's value" it is ``eps``-DP; zCDP from the tight pure-DP
     conversion (attained by k = 2). ``categories`` is an int >= 2.
+
+    ``relation="replace_special"`` states it for a person's value replaced by a special
+    value on which the output is uniform over the k categories (dp_accounting's
+    ``REPLACE_SPECIAL``): the pair ``(R(x), U)``, with privacy losses ``log(k a)`` and
+    ``log(k b)`` (``a``, ``b`` the probabilities above), so it is ``eps'``-DP with
+    ``eps' = max(log(k a), -log(k b)) < eps``. Every analysis of the default relation
+    stays valid for it (``U`` is the average of ``R(y)`` over y, and divergences are
+    jointly convex); the PLD accountant uses the tighter pair.
     """
 
     epsilon: float
     categories: int
+    relation: str = "replace"
 
     def __post_init__(self) -> None:
         owner = "RandomizedResponseEvent"
@@ -164,9 +175,25 @@ class RandomizedResponseEvent(Event):
         object.__setattr__(
             self, "categories", check_count(self.categories, "categories", owner, minimum=2)
         )
+        if self.relation not in ("replace", "replace_special"):
+            raise InvalidParameter.for_parameter(
+                "relation", owner, "'replace' or 'replace_special'", self.relation
+            )
+
+    def special_losses(self) -> tuple[float, float, float, float]:
+        """``(p_true, loss_true, p_other_total, loss_other)`` of ``R(x)`` against the
+        uniform ``U`` (the "remove" ordering of the replace-special pair)."""
+        k = self.categories
+        scale = 1.0 + (k - 1) * math.exp(-self.epsilon)  # (e^eps + k - 1) / e^eps
+        p_true = 1.0 / scale
+        p_other = math.exp(-self.epsilon) / scale
+        return p_true, math.log(k * p_true), (k - 1) * p_other, math.log(k * p_other)
 
     def _pure_epsilon(self) -> float | None:
-        return self.epsilon
+        if self.relation == "replace":
+            return self.epsilon
+        _, high, _, low = self.special_losses()
+        return min(self.epsilon, up(max(high, -low), 4))
 
 
 @register
