@@ -45,6 +45,7 @@ from dpkit import (
     selection,
     tools,
 )
+from dpkit._version import __version__
 from dpkit.accounting import (
     RDP,
     ZCDP,
@@ -163,8 +164,6 @@ else:
     def __dir__() -> list[str]:
         return sorted(set(globals()) | set(_LAZY))
 
-
-__version__ = "0.1.0"
 
 __all__ = [
     "RDP",

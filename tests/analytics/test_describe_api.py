@@ -12,6 +12,7 @@ import pytest
 
 import dpkit as dp
 from dpkit.report import DatasetSummary, from_json, html_report, to_json
+from dpkit.report.profile import DescribedDataset
 
 
 def _frame() -> pd.DataFrame:
@@ -71,7 +72,8 @@ def test_to_html_to_json_and_the_notebook_view(tmp_path: Path) -> None:
     document = summary.to_json()
     assert document == to_json(summary)  # the JSON of dpkit describe --json
     assert json.loads(document)["source"] == "people"
-    assert from_json(document) == summary
+    assert isinstance(summary, DatasetSummary)  # a DescribedDataset: the same fields
+    assert DescribedDataset.of(from_json(document)) == summary
     target = tmp_path / "report.html"
     summary.to_html(target)
     assert target.read_text(encoding="utf-8") == page

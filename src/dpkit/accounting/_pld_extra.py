@@ -30,6 +30,10 @@ Kept apart from ``pld.py`` so that the accountant gains events by two calls:
   add/remove, :class:`PoissonSampledEvent` of it or of a :class:`DiscreteLaplaceEvent`:
   the atoms of the (subsampled) integer-noise pairs, with certified masses
   (:mod:`dpkit.accounting._math.pld.discrete_sampled`). More coordinates stay on RDP.
+- :class:`TruncatedDiscreteGaussianEvent` (either relation) and, for add/remove,
+  :class:`PoissonSampledEvent` of it: the same atoms on the truncated support, the
+  atoms outside the other law's support at ``+inf``
+  (:mod:`dpkit.accounting._math.pld.truncated_discrete`).
 - :class:`PermuteAndFlipEvent`: ``eps``-DP (McKenna & Sheldon 2020), as binary
   randomized response, the PLD dominating every ``eps``-DP mechanism (Kairouz, Oh &
   Viswanath 2015). Permute-and-flip is not known to be bounded range, so nothing
@@ -62,6 +66,10 @@ from dpkit.accounting._math.pld.power import self_compose
 from dpkit.accounting._math.pld.random_allocation import allocation_law, law_pmfs
 from dpkit.accounting._math.pld.replace_one import replace_one_gaussian_cdfs
 from dpkit.accounting._math.pld.truncated import branch_probabilities, mix_pmfs
+from dpkit.accounting._math.pld.truncated_discrete import (
+    truncated_discrete_gaussian_pmfs,
+    truncated_discrete_gaussian_supported,
+)
 from dpkit.accounting.events import (
     DiscreteGaussianEvent,
     DiscreteLaplaceEvent,
@@ -70,6 +78,7 @@ from dpkit.accounting.events import (
     GaussianEvent,
     PermuteAndFlipEvent,
     PoissonSampledEvent,
+    TruncatedDiscreteGaussianEvent,
 )
 from dpkit.accounting.events.allocation import (
     MixtureOfGaussiansEvent,
@@ -95,13 +104,19 @@ _DISCRETE_TAIL_SHARE = 0.5
 
 
 def _discrete_noise(event: Event, relation: str, tail_mass: float) -> bool:
-    """One-coordinate discrete Gaussian (either relation) or its Poisson-subsampled
-    form, or the Poisson-subsampled discrete Laplace (add/remove only)."""
+    """One-coordinate discrete Gaussian, truncated or not (either relation), or its
+    Poisson-subsampled form, or the Poisson-subsampled discrete Laplace (add/remove
+    only)."""
     inner, sampled = event, False
     if isinstance(event, PoissonSampledEvent):
         inner, sampled = event.event, True
         if relation != "add_remove":
             return False
+    if isinstance(inner, TruncatedDiscreteGaussianEvent):
+        tail = tail_mass * _DISCRETE_TAIL_SHARE
+        return truncated_discrete_gaussian_supported(
+            inner.sigma, inner.sensitivity, inner.bound, tail
+        )
     if isinstance(inner, DiscreteGaussianEvent):
         if inner.dimension != 1:
             return False
@@ -116,6 +131,11 @@ def _discrete_pmfs(event: Event, h: float, tail_mass: float) -> tuple[LossPmf, L
     inner = event
     if isinstance(event, PoissonSampledEvent):
         inner, q = event.event, event.sampling_probability
+    if isinstance(inner, TruncatedDiscreteGaussianEvent):
+        tail = tail_mass * _DISCRETE_TAIL_SHARE
+        return truncated_discrete_gaussian_pmfs(
+            inner.sigma, inner.sensitivity, inner.bound, q, h, tail
+        )
     if isinstance(inner, DiscreteGaussianEvent):
         tail = tail_mass * _DISCRETE_TAIL_SHARE
         return discrete_gaussian_sampled_pmfs(inner.sigma, int(inner.sensitivity), q, h, tail)

@@ -382,37 +382,53 @@ class RDP(Guarantee):
     Parameters
     ----------
     orders:
-        Strictly increasing finite floats > 1.
+        Strictly increasing floats > 1; the last may be ``inf``: the order-infinity
+        value bounds the max-divergence ``D_inf``, which is pure DP ((inf, eps)-RDP is
+        eps-DP; Mironov 2017, Sec. III).
     epsilons:
         One float per order, >= 0, ``inf`` allowed (no bound at that order).
 
     Notes
     -----
     Composition (adaptive): pointwise sum on identical order grids (Mironov 2017,
-    Prop. 1); composing different grids raises.
+    Prop. 1; at order inf the max-divergences add, the basic composition of pure DP);
+    composing different grids raises.
     """
 
     orders: tuple[float, ...]
     epsilons: tuple[float, ...]
 
     @staticmethod
-    def _check_orders(orders: Iterable[float], owner: str) -> tuple[float, ...]:
+    def _check_orders(
+        orders: Iterable[float], owner: str, *, allow_inf: bool = False
+    ) -> tuple[float, ...]:
         # Accountants are built with the same grid again and again (DEFAULT_ORDERS):
         # a grid of Python floats that passed once passes again (validation of 251
-        # orders was most of the cost of a one-event accountant).
-        if type(orders) is tuple and orders in _VALID_GRIDS:
+        # orders was most of the cost of a one-event accountant). With ``allow_inf``
+        # the last order may be inf (the RDP guarantee and the RDP accountant; the
+        # conversions to RDP of other guarantees stay on finite orders).
+        if (
+            type(orders) is tuple
+            and orders in _VALID_GRIDS
+            and (allow_inf or not math.isinf(orders[-1]))
+        ):
             return orders
+        interval = "(1, inf]" if allow_inf else "(1, inf)"
         try:
             raw = tuple(orders)
         except TypeError:
             raise InvalidParameter.for_parameter(
-                "orders", owner, "a sequence of floats in (1, inf)", orders
+                "orders", owner, f"a sequence of floats in {interval}", orders
             ) from None
-        expected = "a non-empty strictly increasing sequence of floats in (1, inf)"
+        expected = f"a non-empty strictly increasing sequence of floats in {interval}"
         if not raw:
             raise InvalidParameter.for_parameter("orders", owner, expected, orders)
-        grid = tuple(check_positive(a, "orders", owner) for a in raw)
-        if grid[0] <= 1.0 or any(b <= a for a, b in itertools.pairwise(grid)):
+        grid = tuple(check_positive(a, "orders", owner, allow_inf=True) for a in raw)
+        if (
+            grid[0] <= 1.0
+            or any(b <= a for a, b in itertools.pairwise(grid))
+            or (math.isinf(grid[-1]) and not allow_inf)
+        ):
             raise InvalidParameter.for_parameter("orders", owner, expected, orders)
         if len(_VALID_GRIDS) < 64 and all(type(a) is float for a in grid):
             _VALID_GRIDS.add(grid)
@@ -420,7 +436,7 @@ class RDP(Guarantee):
 
     def __post_init__(self) -> None:
         owner = "RDP"
-        grid = self._check_orders(self.orders, owner)
+        grid = self._check_orders(self.orders, owner, allow_inf=True)
         try:
             raw = tuple(self.epsilons)
         except TypeError:
@@ -468,10 +484,14 @@ class RDP(Guarantee):
         Best over the grid of the conversion of Canonne, Kamath & Steinke 2020, Prop. 12
         (= Balle et al. 2020, eq. 20): ``eps(a) + log(1 - 1/a) - (log delta + log a)/(a-1)``,
         and eps = 0 when the KL bound ``sqrt(1 - exp(-eps(a)))`` is at most delta (as
-        dp_accounting does). Raises if every order is infinite.
+        dp_accounting does). A finite value at order ``inf`` is itself a candidate at
+        every ``delta >= 0`` (``D_inf <= eps`` both ways is eps-DP), so ``delta = 0`` is
+        accepted when the grid ends with a finite order-inf value. Raises if every order
+        is infinite (or, at ``delta = 0``, if the order-inf value is missing or infinite).
         """
         owner = "RDP.to_approx"
-        delta = check_delta(delta, owner, allow_zero=False)
+        pure = math.isinf(self.orders[-1]) and not math.isinf(self.epsilons[-1])
+        delta = check_delta(delta, owner, allow_zero=pure)
         epsilon = conversions.rdp_epsilon(self.orders, self.epsilons, delta)
         if math.isinf(epsilon):
             raise InvalidParameter(
@@ -481,6 +501,9 @@ class RDP(Guarantee):
         return ApproxDP(epsilon, delta)
 
     def delta_for(self, epsilon: float) -> float:
-        """Smallest delta at ``epsilon`` >= 0 implied by this curve (CKS20 Prop. 12; KL bound)."""
+        """Smallest delta at ``epsilon`` >= 0 implied by this curve (CKS20 Prop. 12; KL bound).
+
+        A finite value at order ``inf`` gives delta 0 for every ``epsilon`` at or above it.
+        """
         epsilon = check_nonnegative(epsilon, "epsilon", "RDP.delta_for")
         return conversions.rdp_delta(self.orders, self.epsilons, epsilon)

@@ -127,7 +127,9 @@ class PLDAccountant(Accountant):
     Laplace event; :class:`DiscreteGaussianEvent` with one coordinate and, for
     add/remove, :class:`PoissonSampledEvent` of it or of a :class:`DiscreteLaplaceEvent`
     (atoms with certified masses; ``sigma`` up to ~4e6);
-    :class:`ExponentialMechanismEvent` (bounded range) and
+    :class:`TruncatedDiscreteGaussianEvent` (and, for add/remove, Poisson-subsampled);
+    :class:`RandomizedResponseEvent` with ``relation="replace_special"`` (against the
+    uniform output); :class:`ExponentialMechanismEvent` (bounded range) and
     :class:`PermuteAndFlipEvent`; under ``"replace"``, :class:`PoissonSampledEvent` of a
     Gaussian (see ``dpkit.accounting._pld_extra``). ``compose(event, count=k)`` costs
     one FFT whatever ``k`` is.

@@ -36,10 +36,28 @@ any event with a pure epsilon                   the tight curve of Steinke 2024,
 ==============================================  ===============================================
 
 When several apply (an exponential mechanism is eps-DP, eps^2/8-zCDP and eps-bounded
-range) the pointwise minimum is used. Events with no RDP guarantee (``ApproxEvent``
-with ``delta > 0``, ``TruncatedLaplaceEvent``, Poisson-subsampled events whose inner
-event has neither a pure nor a zCDP bound) are not supported: ``supports`` says so and
-``compose`` raises :class:`~dpkit.errors.UnsupportedEvent`.
+range) the pointwise minimum is used. Events with no RDP guarantee
+(``TruncatedLaplaceEvent``, Poisson-subsampled events whose inner event has neither a
+pure nor a zCDP bound) are not supported: ``supports`` says so and ``compose`` raises
+:class:`~dpkit.errors.UnsupportedEvent`.
+
+Order infinity. The grid may end with ``math.inf``: the value there bounds the
+max-divergence ``D_inf`` (the limit of ``D_a`` as ``a -> inf``; Mironov 2017, Sec. III).
+An event with a pure-DP epsilon gets that epsilon (eps-DP is ``D_inf <= eps`` in both
+directions): Laplace ``D/b``, the discrete Laplace, randomized response (replace-one),
+Poisson-subsampled pure events ``log(1 + q (e^eps - 1))`` (Balle, Barthe & Gaboardi
+2018, Thm 8), sparse vector, the selection events, ...; every other event ``inf`` (no
+bound: the Gaussian family, zCDP events). Composition adds there too (basic composition
+of pure DP), and the conversion reads ``D_inf <= eps`` as (eps, delta)-DP for every
+``delta >= 0``, so ``get_epsilon(0)`` is finite on such a grid.
+
+(epsilon, delta) events. ``ApproxEvent(eps, delta)`` with ``delta > 0`` is composed as
+dp_accounting's ``EpsilonDeltaDpEvent``: the RDP sum gets the eps-DP curve of Steinke
+2024, Thm 4 and the accountant keeps ``extra_delta = 1 - prod (1 - delta_i)^count``
+apart (the proof is in :class:`RDPAccountant`'s notes). No RDP curve states that delta,
+so :attr:`RDPAccountant.guarantee` and :func:`event_rdp` refuse it, and so do the
+events analysed through an inner RDP curve (``SampledWithoutReplacementEvent``,
+``RepeatAndSelectEvent``) and Poisson sampling.
 
 ``PermuteAndFlipEvent`` keeps the tight pure-DP curve. dp_accounting (since June 2026)
 gives it the Laplace curve, stating that its privacy loss distribution is the Laplace
@@ -77,7 +95,14 @@ from dpkit.accounting._math.rdp import (
     randomized_response_rdp,
     subsampled_gaussian_rdp_curve,
 )
-from dpkit.accounting._math.rounding import fraction_up, mul_up_many
+from dpkit.accounting._math.rounding import (
+    fraction_down,
+    fraction_up,
+    mul_up,
+    mul_up_many,
+    sum_up,
+    up,
+)
 from dpkit.accounting._math.selection import repeat_and_select_rdp
 from dpkit.accounting._math.subsampled_zcdp import poisson_subsampled_zcdp_rdp_curve
 from dpkit.accounting._math.without_replacement import (
@@ -86,6 +111,7 @@ from dpkit.accounting._math.without_replacement import (
 )
 from dpkit.accounting.accountant import Accountant
 from dpkit.accounting.events import (
+    ApproxEvent,
     ComposedEvent,
     DiscreteGaussianEvent,
     Event,
@@ -102,7 +128,7 @@ from dpkit.accounting.events import (
     zcdp_rho,
 )
 from dpkit.accounting.guarantees import DEFAULT_ORDERS, RDP
-from dpkit.errors import InvalidParameter
+from dpkit.errors import InvalidParameter, UnsupportedEvent
 
 __all__ = ["RDPAccountant", "Relation", "event_rdp"]
 
@@ -130,12 +156,52 @@ def _zcdp_curve(rho: float | None, orders: Curve) -> Curve | None:
     return tuple(mul_up_many(orders, Fraction(rho)).tolist())  # rho * a, rounded up
 
 
+def _has_delta(event: Event) -> bool:
+    """Whether ``event`` contains an ``ApproxEvent`` with ``delta > 0`` (at any depth)."""
+    if isinstance(event, ApproxEvent):
+        return event.delta > 0.0
+    if isinstance(event, ComposedEvent):
+        return any(_has_delta(part) for part in event.events)
+    inner = getattr(event, "event", None)
+    return isinstance(inner, Event) and _has_delta(inner)
+
+
+def _max_divergence(event: Event) -> float:
+    """The bound on ``D_inf`` (order inf) of a leaf event this module gives an RDP curve.
+
+    Its pure-DP epsilon (eps-DP is ``D_inf <= eps`` both ways), ``inf`` (no bound) when it
+    has none: the Gaussian family, zCDP events. An ``ApproxEvent`` stands here for its
+    eps-indistinguishable part (see :class:`RDPAccountant`), whose ``D_inf`` is ``eps``.
+    """
+    if isinstance(event, ApproxEvent):
+        return event.epsilon
+    epsilon = pure_epsilon(event)
+    return math.inf if epsilon is None else epsilon
+
+
 @functools.lru_cache(maxsize=512)
 def _leaf_curve(event: Event, orders: Curve) -> Curve | None:
     """The RDP curve of a leaf event on ``orders``, or None when it has no RDP analysis.
 
-    Cached: training loops compose the same event thousands of times.
+    An order ``inf`` (last on the grid) gets :func:`_max_divergence`; the finite orders
+    their curve below. Cached: training loops compose the same event thousands of times.
     """
+    if orders and math.isinf(orders[-1]):
+        finite = orders[:-1]
+        # Whether the event has an RDP analysis at all is decided on finite orders.
+        head = _finite_leaf_curve(event, finite if finite else (2.0,))
+        if head is None:
+            return None
+        return (head if finite else ()) + (_max_divergence(event),)
+    return _finite_leaf_curve(event, orders)
+
+
+def _finite_leaf_curve(event: Event, orders: Curve) -> Curve | None:
+    """:func:`_leaf_curve` on a grid of finite orders."""
+    if isinstance(event, ApproxEvent) and event.delta > 0.0:
+        # The eps-indistinguishable part of the pair (KOV15 Thm 2.1), whose RDP is that of
+        # eps-DP (Steinke 2024, Thm 4); the accountant keeps the delta apart.
+        return _pure_curve(event.epsilon, orders)
     if isinstance(event, RepeatAndSelectEvent):
         return _repeat_and_select_curve(event, orders)
     if isinstance(event, PoissonSampledEvent):
@@ -206,6 +272,8 @@ def _without_replacement_curve(
     A ``GaussianEvent`` also gets Thm 27 (the smaller of the two bounds).
     """
     inner = event.event
+    if _has_delta(inner):
+        return None  # an RDP curve cannot carry the delta of an ApproxEvent
     largest = min(WOR_MAX_ORDER, max(math.floor(a) + 1 for a in orders))
     integers = tuple(float(j) for j in range(2, largest + 1))
     inner_accountant = RDPAccountant(integers, relation="replace")
@@ -231,8 +299,8 @@ def _repeat_and_select_curve(event: RepeatAndSelectEvent, orders: Curve) -> Curv
     shape); the pointwise minimum of valid bounds is used.
     """
     inner = RDPAccountant(orders)
-    if not inner.supports(event.event):
-        return None
+    if _has_delta(event.event) or not inner.supports(event.event):
+        return None  # (an RDP curve cannot carry the delta of an ApproxEvent)
     candidate = inner.compose(event.event).guarantee.epsilons
     curve = repeat_and_select_rdp(
         orders, candidate, event.mean, event.shape, pure_epsilon=pure_epsilon(event.event)
@@ -266,13 +334,15 @@ def event_rdp(event: Event, orders: Sequence[float] = DEFAULT_ORDERS) -> RDP | N
 
     Returns None when ``event`` (or a part of it) has no RDP analysis here. Composite
     events (``ComposedEvent``, ``RepeatedEvent``) are composed as the accountant does.
+    An ``ApproxEvent`` with ``delta > 0`` has no RDP curve, so an event containing one
+    gives None, although :class:`RDPAccountant` composes it (keeping its delta apart).
 
     >>> from dpkit.accounting import GaussianEvent
     >>> event_rdp(GaussianEvent(2.0), orders=(2.0, 4.0))
     RDP(orders=(2.0, 4.0), epsilons=(0.25, 0.5))
     """
     accountant = RDPAccountant(orders)
-    if not accountant.supports(event):
+    if _has_delta(event) or not accountant.supports(event):
         return None
     return accountant.compose(event).guarantee
 
@@ -348,7 +418,37 @@ class RDPAccountant(Accountant):
     response for replace-one, tree aggregation for replace-with-special. Compose only
     events stated for the same relation (``relation=`` checks it). ``get_epsilon(0)`` is
     ``inf`` once anything non-trivial was composed (an RDP curve on finitely many orders
-    implies no pure DP).
+    implies no pure DP), unless the grid ends with ``inf`` and every event composed has a
+    pure-DP epsilon: then it is their sum (``D_inf <= eps`` both ways is eps-DP).
+
+    (epsilon, delta) events: why ``get_epsilon`` and ``get_delta`` are valid. Fix
+    neighbours ``x, x'`` and the sequence of events, each ``ApproxEvent`` with its
+    ``(eps_i, delta_i)`` fixed in advance (the mechanisms may be chosen adaptively; their
+    parameters may not). For every history ``h`` of earlier outputs, step ``i``'s pair of
+    output laws is a post-processing ``T`` of the canonical pair of Kairouz, Oh &
+    Viswanath 2015, Thm 2.1, so ``M_i(x; h) = (1 - delta_i) P_i^h + delta_i P'_i^h`` and
+    ``M_i(x'; h) = (1 - delta_i) Q_i^h + delta_i Q'_i^h`` with ``P_i^h, Q_i^h`` the
+    images under ``T`` of binary randomized response with ``eps_i``: eps_i-
+    indistinguishable, hence RDP with Steinke's curve ``eps_hat_i(a)`` (Thm 4) and with
+    ``D_inf <= eps_i``. Draw ``G_i ~ Bernoulli(1 - delta_i)`` independently of all else (the
+    same law under ``x`` and ``x'``, as ``delta_i`` is fixed) and output from ``P_i^h`` /
+    ``Q_i^h`` when ``G_i = 1``. Given ``G = 1`` at every step, an event of probability
+    ``1 - E``, ``E = 1 - prod_i (1 - delta_i)``, the outputs are an adaptive composition
+    of the good parts and of the other events, so their laws ``P, Q`` satisfy ``D_a(P ||
+    Q) <= R(a)``, the RDP sum (Mironov 2017, Prop. 1), at every order. Hence ``M(x) = (1 -
+    E) P + E P'`` and ``M(x') = (1 - E) Q + E Q'``, and for every set ``S``, with ``d`` the
+    delta that ``R`` gives at ``eps`` (Canonne, Kamath & Steinke 2020, Prop. 12)::
+
+        M(x)(S) <= (1 - E) P(S) + E <= (1 - E)(e^eps Q(S) + d) + E
+                <= e^eps M(x')(S) + d + E - d E,
+
+    which is ``get_delta(eps) = 1 - (1 - d)(1 - E)``, increasing in ``d`` and ``E``, so
+    upper bounds on both give an upper bound. Inverting, ``d <= delta' = 1 - (1 -
+    delta) / (1 - E)`` suffices for ``(eps, delta)``, so ``get_epsilon(delta)`` is the
+    RDP epsilon at ``delta'`` (``inf`` when ``delta' < 0``; a larger ``E`` or a smaller
+    ``delta'`` only raises epsilon). dpkit keeps ``E`` rounded up
+    (:attr:`extra_delta`), and ``delta'`` rounded down. This is dp_accounting's
+    ``EpsilonDeltaDpEvent`` rule (2026).
 
     Examples
     --------
@@ -360,6 +460,15 @@ class RDPAccountant(Accountant):
     >>> accountant = RDPAccountant().compose(step, count=1000)
     >>> round(accountant.get_epsilon(1e-5), 3)
     2.101
+
+    An (epsilon, delta) black box in the same run keeps its delta apart:
+
+    >>> from dpkit.accounting import ApproxEvent
+    >>> _ = accountant.compose(ApproxEvent(0.5, 1e-6))
+    >>> accountant.extra_delta  # 1e-6, rounded up
+    1.0000000000000016e-06
+    >>> round(accountant.get_epsilon(1e-5), 3)
+    2.547
     """
 
     def __init__(
@@ -374,7 +483,7 @@ class RDPAccountant(Accountant):
                 relation,
             )
         self._relation: Relation | None = relation
-        self._orders: Curve = RDP._check_orders(orders, "RDPAccountant")
+        self._orders: Curve = RDP._check_orders(orders, "RDPAccountant", allow_inf=True)
         # The exact running sums, in units of 2^-1074, of every curve composed except the
         # latest one; orders where some curve was infinite are flagged instead.
         self._totals: npt.NDArray[np.object_] = np.zeros(len(self._orders), dtype=object)
@@ -385,6 +494,10 @@ class RDPAccountant(Accountant):
         # order in all, and an accountant holding a single curve reads out its exact sum
         # ``count * curve`` directly (see _epsilons), with no integer sums at all.
         self._pending: tuple[Curve, int] | None = None
+        # An upper bound on -log prod_i (1 - delta_i)^count_i over the ApproxEvents
+        # composed (0: none with delta > 0), and the first of them (for messages).
+        self._log_keep_bound = 0.0
+        self._first_approx: ApproxEvent | None = None
 
     @property
     def orders(self) -> tuple[float, ...]:
@@ -397,9 +510,38 @@ class RDPAccountant(Accountant):
         return self._relation
 
     @property
-    def guarantee(self) -> RDP:
-        """The composed RDP curve, each order's exact sum rounded up."""
+    def extra_delta(self) -> float:
+        """``1 - prod (1 - delta_i)^count_i`` over the composed ``ApproxEvent`` events, rounded up.
+
+        0 when none with ``delta > 0`` was composed. Outside an event of at most this
+        probability the composition is the RDP composition of the rest (see the class
+        notes); :meth:`get_epsilon` and :meth:`get_delta` account for it.
+        """
         with self._lock:
+            return self._extra_delta()
+
+    def _extra_delta(self) -> float:
+        if self._log_keep_bound == 0.0:
+            return 0.0
+        # 1 - exp(-L) increases with L, and L is an upper bound: so is the result.
+        return min(1.0, up(-math.expm1(-self._log_keep_bound), 4))
+
+    @property
+    def guarantee(self) -> RDP:
+        """The composed RDP curve, each order's exact sum rounded up.
+
+        Raises :class:`~dpkit.errors.UnsupportedEvent` once an ``ApproxEvent`` with
+        ``delta > 0`` was composed: no RDP curve states its delta (use
+        :meth:`get_epsilon` / :meth:`get_delta`, which carry it).
+        """
+        with self._lock:
+            if self._first_approx is not None:
+                raise UnsupportedEvent(
+                    f"RDPAccountant.guarantee: {self._first_approx!r} (delta > 0) was "
+                    "composed, and no RDP curve states its delta (the extra delta is "
+                    f"{self._extra_delta():.6g}); use get_epsilon/get_delta, which carry "
+                    "it, or keep (epsilon, delta) events out of this accountant."
+                )
             return RDP(self._orders, self._epsilons())
 
     def _epsilons(self) -> Curve:
@@ -442,6 +584,12 @@ class RDPAccountant(Accountant):
     def _compose_leaf(self, event: Event, count: int) -> None:
         curve = _leaf_curve(event, self._orders)
         assert curve is not None  # checked by _supports_leaf before any change
+        if isinstance(event, ApproxEvent) and event.delta > 0.0:
+            # count * -log(1 - delta), each step rounded up (log1p is within an ulp).
+            step = mul_up(count, up(-math.log1p(-event.delta), 4))
+            self._log_keep_bound = sum_up((self._log_keep_bound, step))
+            if self._first_approx is None:
+                self._first_approx = event
         if self._pending is not None and self._pending[0] == curve:
             self._pending = (curve, self._pending[1] + count)
         else:
@@ -454,13 +602,27 @@ class RDPAccountant(Accountant):
         return not self._infinite.any() and not any(self._totals.tolist())
 
     def _epsilon(self, delta: float) -> float:
+        extra = self._extra_delta()
+        if extra > 0.0:
+            # delta' = 1 - (1 - delta) / (1 - extra), exactly, then rounded down (a smaller
+            # delta' only raises epsilon); negative: no epsilon is proven.
+            if extra >= 1.0 or delta < extra:
+                return math.inf
+            shifted = (Fraction(delta) - Fraction(extra)) / (1 - Fraction(extra))
+            delta = fraction_down(shifted)
         if self._is_zero():
             return 0.0
-        if delta == 0.0:
-            return math.inf
+        # delta = 0: the order-inf value if the grid has one (D_inf <= eps is eps-DP).
         return conversions.rdp_epsilon(self._orders, self._epsilons(), delta)
 
     def _delta(self, epsilon: float) -> float:
+        extra = self._extra_delta()
         if self._is_zero():
-            return 0.0
-        return conversions.rdp_delta(self._orders, self._epsilons(), epsilon)
+            rdp_delta = 0.0
+        else:
+            rdp_delta = conversions.rdp_delta(self._orders, self._epsilons(), epsilon)
+        if extra == 0.0:
+            return rdp_delta
+        # 1 - (1 - rdp_delta)(1 - extra), increasing in both; exact, rounded up.
+        d, e = Fraction(rdp_delta), Fraction(extra)
+        return min(1.0, fraction_up(d + e - d * e))

@@ -371,8 +371,8 @@ def open_duckdb_tables(
     ``connection``: the caller's DuckDB connection when the tables are names in it
     (``from_duckdb``); every one is copied (:func:`open_duckdb`).
     """
-    from dpkit.analytics._duckdb_source import _arrow_stream, open_duckdb
-    from dpkit.analytics._sources import open_file, private_database
+    from dpkit.analytics._duckdb_source import open_duckdb
+    from dpkit.analytics._sources import _arrow_stream, open_file, private_database
     from dpkit.analytics.engines import DuckDBEngine
 
     database = private_database()

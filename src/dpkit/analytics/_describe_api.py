@@ -1,9 +1,9 @@
 """``dp.describe(data, budget=...)``: the private summary of ``dpkit describe`` in one call.
 
 As ydata-profiling's ``ProfileReport(df)``: give a pandas DataFrame, a pyarrow Table or
-the path of a CSV or Parquet file, and a budget; get the
-:class:`~dpkit.report.DatasetSummary` whose ``to_html()`` is the report ``dpkit
-describe --report`` writes, ``to_json()`` the document of ``dpkit describe --json``,
+the path of a CSV or Parquet file, and a budget; get a
+:class:`~dpkit.report.DatasetSummary` (a ``DescribedDataset``) whose ``to_html()`` is the
+report ``dpkit describe --report`` writes, ``to_json()`` the document of ``dpkit describe --json``,
 and which a notebook shows as the report. The Session is opened as
 :meth:`~dpkit.Session.from_path` (or ``from_pandas``, ``from_arrow``) opens it, so a
 ledger written here is resumed by ``dpkit describe --ledger`` on the same file, and the
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from dpkit.accounting.guarantees import Guarantee
     from dpkit.analytics.session import Session
     from dpkit.random import RandomLike
-    from dpkit.report.model import DatasetSummary
+    from dpkit.report.profile import DescribedDataset
 
 __all__ = ["describe"]
 
@@ -50,7 +50,7 @@ def describe(
     encoding: str | None = None,
     delimiter: str | None = None,
     na_values: Sequence[str] | None = None,
-) -> DatasetSummary:
+) -> DescribedDataset:
     """Release a private summary of every column of ``data``, as ``dpkit describe``.
 
     Parameters
@@ -85,8 +85,9 @@ def describe(
 
     Returns
     -------
-    DatasetSummary
-        ``.to_html()``, ``.to_json()``, and a notebook shows it as the HTML report.
+    DescribedDataset
+        A :class:`~dpkit.report.DatasetSummary` with ``.to_html()`` and ``.to_json()``;
+        a notebook shows it as the HTML report.
 
     Raises
     ------
@@ -104,6 +105,7 @@ def describe(
     """
     from dpkit.analytics._accounting import budget_kind
     from dpkit.analytics.describe import describe as describe_session
+    from dpkit.report.profile import DescribedDataset
 
     owner = "dp.describe"
     budget_kind(budget, selection_delta, owner)  # checked before the data is touched
@@ -125,7 +127,7 @@ def describe(
             "na_values": na_values,
         },
     )
-    return describe_session(
+    summary = describe_session(
         session,
         columns=_chosen(session, columns, exclude, owner),
         max_rows=max_rows,
@@ -135,6 +137,8 @@ def describe(
         date_range=date_range,
         weights=weights,
     )
+    # The same fields, already validated once: building it cannot fail.
+    return DescribedDataset.of(summary)
 
 
 def _open(

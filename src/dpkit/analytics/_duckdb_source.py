@@ -20,6 +20,7 @@ from dpkit.analytics._sources import (
     _TABLE,
     OpenedFile,
     PrivateDatabase,
+    _arrow_stream,
     _forget_database_file,
     _ident,
     private_database,
@@ -189,27 +190,3 @@ def _copy_relation(
             remove()
         raise
     return OpenedFile(connection=connection, relation=_ident(name_in))
-
-
-class _Stream:
-    """A relation's rows as an Arrow C stream (the PyCapsule protocol), which another
-    DuckDB database reads without pyarrow (it refuses the relation object itself)."""
-
-    def __init__(self, relation: Any) -> None:
-        self._relation = relation
-
-    def __arrow_c_stream__(self, requested_schema: object = None) -> object:
-        return self._relation.__arrow_c_stream__(requested_schema)
-
-
-#: Rows per Arrow batch when a DuckDB before the PyCapsule protocol copies a relation.
-_BATCH_ROWS = 122_880
-
-
-def _arrow_stream(relation: Any) -> object:
-    """The rows of a DuckDB ``relation``, streamed in batches, for another database."""
-    if hasattr(relation, "__arrow_c_stream__"):
-        return _Stream(relation)
-    # DuckDB before the PyCapsule protocol: a pyarrow RecordBatchReader.
-    reader = getattr(relation, "to_arrow_reader", None) or relation.fetch_record_batch
-    return reader(_BATCH_ROWS)

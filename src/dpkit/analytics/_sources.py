@@ -797,8 +797,6 @@ def _polars_export(frame: Any) -> object:
     import duckdb
     import polars as pl
 
-    from dpkit.analytics._duckdb_source import _arrow_stream
-
     # DuckDB refuses an Arrow array of the null type that has rows ("a non-zero null
     # count but no validity bitmap"), which would make creation fail on a frame with
     # rows and not on an empty one. Null types are sent as BOOLEAN instead, whatever
@@ -855,3 +853,27 @@ def _string(text: str) -> str:
 
 def _ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
+
+
+class _Stream:
+    """A relation's rows as an Arrow C stream (the PyCapsule protocol), which another
+    DuckDB database reads without pyarrow (it refuses the relation object itself)."""
+
+    def __init__(self, relation: Any) -> None:
+        self._relation = relation
+
+    def __arrow_c_stream__(self, requested_schema: object = None) -> object:
+        return self._relation.__arrow_c_stream__(requested_schema)
+
+
+#: Rows per Arrow batch when a DuckDB before the PyCapsule protocol copies a relation.
+_BATCH_ROWS = 122_880
+
+
+def _arrow_stream(relation: Any) -> object:
+    """The rows of a DuckDB ``relation``, streamed in batches, for another database."""
+    if hasattr(relation, "__arrow_c_stream__"):
+        return _Stream(relation)
+    # DuckDB before the PyCapsule protocol: a pyarrow RecordBatchReader.
+    reader = getattr(relation, "to_arrow_reader", None) or relation.fetch_record_batch
+    return reader(_BATCH_ROWS)

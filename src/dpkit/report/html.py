@@ -505,7 +505,7 @@ def html_report(summary: DatasetSummary, *, with_plots: bool = True) -> str:
     """The HTML report of ``summary`` as a string (see :func:`render_html`)."""
     if not isinstance(summary, DatasetSummary):
         raise DataError(f"html_report needs a DatasetSummary; got {type(summary).__name__}.")
-    from dpkit import __version__
+    from dpkit._version import __version__
 
     notes = column_notes(summary.columns)
     body = [_header(summary)]

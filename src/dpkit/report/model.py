@@ -26,7 +26,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
 import numpy as np
@@ -448,9 +447,9 @@ class DatasetSummary:
 
     The formats live with their renderers: :func:`dpkit.report.to_json` and
     :func:`dpkit.report.from_json` write and read it as JSON, and
-    :func:`dpkit.report.html_report` makes the HTML report; :meth:`to_json`,
-    :meth:`to_html` and ``_repr_html_`` (a notebook shows the report) are shortcuts to
-    them.
+    :func:`dpkit.report.html_report` makes the HTML report. ``dp.describe`` returns a
+    :class:`~dpkit.report.profile.DescribedDataset`, this model with ``to_json``,
+    ``to_html`` and a notebook view attached.
 
     Parameters
     ----------
@@ -544,32 +543,3 @@ class DatasetSummary:
         names = [c.name for c in self.columns]
         if len(set(names)) != len(names):
             raise InvalidParameter(f"{owner}: column names must be unique; got {names}.")
-
-    def to_json(self, path: str | Path | None = None, *, indent: int | None = 2) -> str:
-        """The JSON document of ``dpkit describe --json`` (:func:`dpkit.report.to_json`);
-        also written to ``path`` when given (UTF-8)."""
-        from dpkit.report.serialize import to_json
-
-        text = to_json(self, indent=indent)
-        if path is not None:
-            Path(path).write_text(text, encoding="utf-8")
-        return text
-
-    def to_html(self, path: str | Path | None = None, *, with_plots: bool = True) -> str:
-        """The HTML report of ``dpkit describe --report`` (one self-contained page,
-        :func:`dpkit.report.html_report`); also written to ``path`` when given."""
-        from dpkit.report.html import html_report
-
-        text = html_report(self, with_plots=with_plots)
-        if path is not None:
-            Path(path).write_text(text, encoding="utf-8")
-        return text
-
-    def _repr_html_(self) -> str:
-        """Jupyter's view: the HTML report in an inline frame (its styles stay inside)."""
-        import html
-
-        return (
-            '<iframe style="width: 100%; height: 720px; border: 1px solid #ddd" '
-            f'srcdoc="{html.escape(self.to_html(), quote=True)}"></iframe>'
-        )

@@ -54,7 +54,6 @@ from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
-from scipy import special
 
 from dpkit import _validation as check
 from dpkit.accounting._math.gaussian import gaussian_sigma_analytic
@@ -154,6 +153,8 @@ class PartitionSelection:
             self.threshold = _laplace_threshold(self.epsilon, self.delta, k)
         elif strategy == "gaussian":
             self.scale = gaussian_sigma_analytic(self.epsilon, self.delta / 2.0, math.sqrt(k))
+            from scipy import special  # deferred: SciPy is slow to import
+
             quantile = float(special.ndtri(self.adjusted_delta))
             self.threshold = up(1.0 - self.scale * quantile, 4)
         if self.threshold is not None:
@@ -209,6 +210,8 @@ class PartitionSelection:
         assert self.scale is not None
         gap = self.threshold - n
         if self.strategy == "gaussian":
+            from scipy import special  # deferred: SciPy is slow to import
+
             return float(special.ndtr(-gap / self.scale))
         if gap >= 0:
             return 0.5 * math.exp(-gap / self.scale)

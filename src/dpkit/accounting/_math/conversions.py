@@ -169,31 +169,43 @@ def zcdp_delta(rho: float, epsilon: float) -> float:
 
 
 def rdp_epsilon(orders: Sequence[float], epsilons: Sequence[float], delta: float) -> float:
-    """Smallest epsilon at ``delta`` in (0, 1) implied by an RDP curve on a grid of orders.
+    """Smallest epsilon at ``delta`` in [0, 1) implied by an RDP curve on a grid of orders.
 
-    For each order ``a`` ([CKS20] Prop. 12, equal to [AC+20] / Balle et al. eq. 20)::
+    For each finite order ``a`` ([CKS20] Prop. 12, equal to [AC+20] / Balle et al. eq. 20)::
 
         eps = eps(a) + log(1 - 1/a) - (log(delta) + log(a)) / (a - 1)
 
     and, because every Renyi divergence of order > 1 bounds the KL divergence, the
     Bretagnolle-Huber bound ``TV <= sqrt(1 - exp(-KL))`` gives ``eps = 0`` when
-    ``delta >= sqrt(1 - exp(-eps(a)))`` (as dp_accounting does). Returns the best over
-    the grid, at least 0, rounded up; ``inf`` when every order is infinite.
+    ``delta >= sqrt(1 - exp(-eps(a)))`` (as dp_accounting does). At order ``a = inf``
+    the value ``eps(inf)`` bounds the max-divergence both ways, which is
+    ``eps(inf)``-DP: it is a candidate at every ``delta``, 0 included (the limit of the
+    formula above as ``a -> inf``; computed directly, the formula is NaN there). Returns
+    the best over the grid, at least 0, rounded up; ``inf`` when every order is infinite
+    (or ``delta = 0`` and the order-inf value is missing or infinite).
     """
-    log_delta = math.log(delta)
-    # Largest KL value for which (0, delta) follows; shrunk slightly so that rounding in
-    # log1p cannot let a borderline curve through.
-    kl_limit = -math.log1p(-delta * delta) * (1.0 - 1e-12)
     a = np.asarray(orders, dtype=np.float64)
     eps = np.asarray(epsilons, dtype=np.float64)
     if a.shape != eps.shape:
         raise ValueError("orders and epsilons differ in length")
     finite = np.isfinite(eps)
+    at_inf = np.isinf(a) & finite
+    # D_inf <= eps(inf) is eps(inf)-DP (delta 0); the value is already rounded up.
+    pure = float(eps[at_inf].min()) if at_inf.any() else math.inf
+    if delta == 0.0:
+        return max(0.0, pure)
+    log_delta = math.log(delta)
+    # Largest KL value for which (0, delta) follows; shrunk slightly so that rounding in
+    # log1p cannot let a borderline curve through (KL <= D_a for every a, inf included).
+    kl_limit = -math.log1p(-delta * delta) * (1.0 - 1e-12)
     if not finite.any():
         return math.inf
-    a, eps = a[finite], eps[finite]
-    if (eps <= kl_limit).any():
+    if (eps[finite] <= kl_limit).any():
         return 0.0
+    usable = finite & np.isfinite(a)
+    if not usable.any():
+        return max(0.0, pure)
+    a, eps = a[usable], eps[usable]
     # Vectorised over the grid (this runs at every get_epsilon). Each term is within a
     # few ulps; the three-term sum adds at most two roundings of its partial sums. So
     # 16 ulps of the largest term (including log(delta)/t, whose cancellation with
@@ -203,29 +215,34 @@ def rdp_epsilon(orders: Sequence[float], epsilons: Sequence[float], delta: float
     value = terms[0] + terms[1] + terms[2]
     scale = np.maximum.reduce([np.abs(x) for x in (*terms, log_delta / t)])
     bounded = np.nextafter(value + 16.0 * np.spacing(scale), np.inf)
-    return max(0.0, float(bounded.min()))
+    return max(0.0, min(pure, float(bounded.min())))
 
 
 def rdp_delta(orders: Sequence[float], epsilons: Sequence[float], epsilon: float) -> float:
     """Smallest delta at ``epsilon`` >= 0 implied by an RDP curve on a grid of orders.
 
-    For each order ``a`` ([CKS20] Prop. 12)::
+    For each finite order ``a`` ([CKS20] Prop. 12)::
 
         log(delta) = (a - 1) (eps(a) - eps + log(1 - 1/a)) - log(a)
 
-    and the Bretagnolle-Huber bound ``delta <= sqrt(1 - exp(-eps(a)))``. Returns the best
-    over the grid, at most 1, rounded up.
+    and the Bretagnolle-Huber bound ``delta <= sqrt(1 - exp(-eps(a)))``. At order
+    ``a = inf``: ``eps(inf) <= eps`` gives delta 0 (``D_inf <= eps`` both ways is
+    eps-DP); otherwise only the KL bound (``KL <= D_inf``). Returns the best over the
+    grid, at most 1, rounded up.
     """
     best = 0.0  # log of the trivial bound delta <= 1
     for order, eps_a in zip(orders, epsilons, strict=True):
         if math.isinf(eps_a):
             continue
         kl_bound = 0.5 * math.log(-math.expm1(-eps_a)) if eps_a > 0.0 else -math.inf
-        t = order - 1.0
-        inner = (eps_a, -epsilon, -math.log1p(1.0 / t))
-        prop12 = t * math.fsum(inner) - math.log(order)
-        prop12 = up_terms(prop12, t * max(map(abs, inner)), math.log(order))
         kl_bound = up_terms(kl_bound, kl_bound) if kl_bound > -math.inf else kl_bound
+        if math.isinf(order):
+            prop12 = -math.inf if eps_a <= epsilon else 0.0
+        else:
+            t = order - 1.0
+            inner = (eps_a, -epsilon, -math.log1p(1.0 / t))
+            prop12 = t * math.fsum(inner) - math.log(order)
+            prop12 = up_terms(prop12, t * max(map(abs, inner)), math.log(order))
         best = min(best, kl_bound, prop12)
     if best == -math.inf:
         return 0.0

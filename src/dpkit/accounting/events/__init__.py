@@ -56,6 +56,7 @@ from dpkit.accounting.events.mechanisms import (
     RandomizedResponseEvent,
     ReportNoisyMaxEvent,
     SparseVectorEvent,
+    TruncatedDiscreteGaussianEvent,
     TruncatedLaplaceEvent,
     ZCDPEvent,
 )
@@ -84,6 +85,7 @@ __all__ = [
     "SampledWithoutReplacementEvent",
     "SingleEpochTreeAggregationEvent",
     "SparseVectorEvent",
+    "TruncatedDiscreteGaussianEvent",
     "TruncatedLaplaceEvent",
     "TruncatedPoissonSampledGaussianEvent",
     "ZCDPEvent",

@@ -120,6 +120,40 @@ class DiscreteGaussianEvent(Event):
 
 @register
 @dataclass(frozen=True, slots=True)
+class TruncatedDiscreteGaussianEvent(Event):
+    """Discrete Gaussian noise truncated to ``[-bound, bound]``, on one integer coordinate.
+
+    ``P[Y = y] ∝ exp(-y^2 / (2 sigma^2))`` for integers ``|y| <= bound`` (renormalised
+    over them; dp_accounting's ``from_discrete_gaussian_mechanism(...,
+    truncation_bound=bound)``), added to an integer-valued query of sensitivity
+    ``sensitivity`` (an int >= 1); ``bound`` is an int >= 0. Approximate DP only: the
+    two neighbouring output laws have different supports, so an output outside the
+    other's support has infinite privacy loss and the mechanism has no pure-DP, zCDP or
+    RDP guarantee. Its exact (eps, delta) profile, given to :class:`PLDAccountant`
+    (``dpkit.accounting._math.pld.truncated_discrete``), has ``delta`` at least the mass
+    of the shifted-out support, ``P[Y > bound - sensitivity]`` (1 when
+    ``sensitivity > 2 bound``: the supports are disjoint).
+    """
+
+    sigma: float
+    sensitivity: int
+    bound: int
+
+    def __post_init__(self) -> None:
+        owner = "TruncatedDiscreteGaussianEvent"
+        object.__setattr__(self, "sigma", check_positive(self.sigma, "sigma", owner))
+        object.__setattr__(self, "sensitivity", check_count(self.sensitivity, "sensitivity", owner))
+        object.__setattr__(self, "bound", check_count(self.bound, "bound", owner, minimum=0))
+
+    def _pure_epsilon(self) -> float | None:
+        return None
+
+    def _zcdp_rho(self) -> float | None:
+        return None
+
+
+@register
+@dataclass(frozen=True, slots=True)
 class TruncatedLaplaceEvent(Event):
     """The truncated Laplace mechanism calibrated to (epsilon, delta)-DP.
 

@@ -6,6 +6,8 @@ composition (Feldman & Zrnic 2021, "Individual privacy accounting via a Renyi fi
 NeurIPS). A step must fit at *every* order, so at each order the charges never exceed
 the budget (refusals are themselves a function of the past). Events are charged their
 tight pure-DP RDP curve (Steinke 2024, Thm 4) or ``a * rho``, whichever is smaller.
+The grid may end with the order ``inf`` (the max-divergence): there a pure event is
+charged its epsilon and a zCDP-only event ``inf`` (no bound), which no budget covers.
 
 :class:`RDPOdometer` is a ledger of charges, not a guarantee at a data-dependent
 stopping time (see :mod:`dpkit.accounting.filters._base`).
@@ -42,6 +44,23 @@ from dpkit.errors import InvalidParameter
 __all__ = ["RDPFilter", "RDPOdometer"]
 
 
+def _to_rdp(guarantee: PureDP | ZCDP, orders: tuple[float, ...]) -> tuple[float, ...]:
+    """``guarantee.to_rdp(orders)``, with an order ``inf`` (last) allowed.
+
+    At order inf: eps for eps-DP (``D_inf <= eps``), and for rho-zCDP 0 if ``rho = 0``
+    (the two laws are equal), else ``inf`` (no bound on ``D_inf`` follows).
+    """
+    if not orders or not math.isinf(orders[-1]):
+        return guarantee.to_rdp(orders).epsilons
+    finite = orders[:-1]
+    head = guarantee.to_rdp(finite).epsilons if finite else ()
+    if isinstance(guarantee, PureDP):
+        tail = guarantee.epsilon
+    else:
+        tail = 0.0 if guarantee.rho == 0.0 else math.inf
+    return (*head, tail)
+
+
 def _event_rdp(event: Event, orders: tuple[float, ...]) -> tuple[float, ...] | None:
     """Per-order RDP of an event from its pure-DP and zCDP costs (summed over a tree)."""
     if isinstance(event, ComposedEvent):
@@ -64,10 +83,10 @@ def _event_rdp(event: Event, orders: tuple[float, ...]) -> tuple[float, ...] | N
     candidates = []
     epsilon = pure_epsilon(event)
     if epsilon is not None:  # tight pure-to-RDP (Steinke 2024, Thm 4)
-        candidates.append(PureDP(epsilon).to_rdp(orders).epsilons)
+        candidates.append(_to_rdp(PureDP(epsilon), orders))
     rho = zcdp_rho(event)
     if rho is not None:  # (a, a rho)-RDP by definition of zCDP
-        candidates.append(ZCDP(rho).to_rdp(orders).epsilons)
+        candidates.append(_to_rdp(ZCDP(rho), orders))
     if not candidates:
         return None
     # Both are valid bounds; the smaller one at each order is too.
@@ -89,7 +108,7 @@ class _RDPKind(_Kind[RDP]):
                 )
             curve = spend.epsilons
         elif isinstance(spend, PureDP | ZCDP):
-            curve = spend.to_rdp(self.orders).epsilons
+            curve = _to_rdp(spend, self.orders)
         elif isinstance(spend, Event):
             found = _event_rdp(spend, self.orders)
             if found is None:
@@ -101,8 +120,9 @@ class _RDPKind(_Kind[RDP]):
             )
         if any(math.isinf(e) for e in curve):
             raise InvalidParameter(
-                f"{owner}: the spend has an infinite RDP epsilon at some order, which no "
-                "budget covers; track only the orders where it is finite. Nothing was spent."
+                f"{owner}: the spend has an infinite RDP epsilon at some order (at order "
+                "inf, any event without a pure-DP epsilon), which no budget covers; track "
+                "only the orders where it is finite. Nothing was spent."
             )
         return tuple(Fraction(e) for e in curve)
 
@@ -129,6 +149,10 @@ class RDPFilter(PrivacyFilter[RDP]):
     ``budget.to_approx(delta)``. Events are charged their tight pure-DP RDP curve
     (Steinke 2024, Thm 4) or ``a * rho``, whichever is smaller; an accountant's exact
     curve (e.g. a subsampled Gaussian) can be spent as an :class:`RDP` on the same orders.
+    An order ``inf`` on the grid is a pure-DP filter: the epsilons charged there (each
+    step's max-divergence bound) never sum past ``B(inf)``, which is ``B(inf)``-DP under
+    fully adaptive composition (Rogers, Roth, Ullman & Vadhan 2016, basic composition
+    for adaptively chosen parameters, as :class:`~dpkit.accounting.PureDPFilter`).
 
     Examples
     --------
@@ -158,5 +182,5 @@ class RDPOdometer(PrivacyOdometer[RDP]):
     """
 
     def __init__(self, orders: Iterable[float] = DEFAULT_ORDERS) -> None:
-        grid = RDP._check_orders(orders, "RDPOdometer")
+        grid = RDP._check_orders(orders, "RDPOdometer", allow_inf=True)
         super().__init__(_RDPKind(grid))
