@@ -27,8 +27,9 @@ Cases (one function per peer, each returns the command to time):
   ``MaxGroupsPerID(5)`` and ``MaxRowsPerGroupPerID(10)``, a public KeySet.
 * ``pipelinedp-local``: PipelineDP's LocalBackend (pure Python), with public partitions.
 * ``pipelinedp-spark``: PipelineDP's SparkRDDBackend on local Spark (``--spark-pipelinedp``).
-* ``dpkit``: placeholder for dpkit's Session; skipped (with the reason) until
-  ``dpkit.analytics.Session.from_path`` exists.
+* ``dpkit``: dpkit's Session (``Session.from_path`` over the Parquet file, privacy unit
+  ``user_id``, ``.bound(max_groups=5, max_rows=10)``, public keys, ``PureDP(1.0)``),
+  in the interpreter running this script.
 
 Each case runs ``--repeat`` times (default 3) and the median wall time is reported,
 with its ratio to the DuckDB floor. Results go to ``benchmarks/results/session_peers.md``.
@@ -311,15 +312,25 @@ def case_pipelinedp_spark(path: Path, work: Workload) -> Case:
     return Case("pipelinedp (local spark)", VENVS / "tumult/bin/python", code, "ε = 1 (pure DP)")
 
 
-def case_dpkit(path: Path, work: Workload) -> Case | str:
-    """Placeholder for dpkit's Session (filled in once ``Session.from_path`` exists)."""
-    try:
-        from dpkit.analytics import Session
-    except ImportError as err:  # pragma: no cover - depends on the checkout
-        return f"dpkit.analytics does not import ({err})"
-    if not hasattr(Session, "from_path"):
-        return "dpkit.analytics.Session has no from_path yet (issue 6 in progress)"
-    return "the dpkit case is not written yet: add the Session query here"
+def case_dpkit(path: Path, work: Workload) -> Case:
+    """dpkit's Session over the Parquet file: the same bounds, public keys, pure DP."""
+    code = f"""
+        import warnings
+        import dpkit as dp
+        from dpkit.analytics import KeySet, Query
+        session = dp.Session.from_path('{path}', privacy_unit='user_id',
+                                       budget=dp.PureDP(1.0))
+        query = (
+            Query()
+            .group_by('grp', keys=KeySet.from_values(grp=list(range({work.groups}))))
+            .bound(max_groups=5, max_rows=10)
+            .count()
+            .sum('value', bounds=({LOW}, {HIGH}))
+        )
+        result = session.evaluate(query, budget=dp.PureDP(1.0))
+        assert len(result.dataframe) == {work.groups}
+    """
+    return Case("dpkit Session", Path(sys.executable), code, "ε = 1 (pure DP, add/remove person)")
 
 
 CASES: dict[str, Callable[[Path, Workload], Case | str]] = {

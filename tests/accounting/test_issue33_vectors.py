@@ -201,3 +201,27 @@ def test_accuracy_to_scale_refuses_bad_input() -> None:
         accuracy_to_scale("discrete_laplace", 0.5, 0.05)
     with pytest.raises(InvalidParameter, match="accuracy"):
         accuracy_to_scale("gaussian", 0.0, 0.05)
+
+
+def test_calibrate_to_epsilon_zero_is_a_total_variation_target() -> None:
+    # delta at epsilon 0 is TV = 2 Phi(1 / (2 sigma)) - 1 for the Gaussian (sensitivity 1).
+    from scipy.stats import norm
+
+    from dpkit.accounting import GaussianEvent, PLDAccountant
+    from dpkit.accounting.calibrate import calibrate
+
+    sigma = calibrate(
+        PLDAccountant, GaussianEvent, target_epsilon=0.0, target_delta=0.1, bracket=(0.1, 100.0)
+    )
+    exact = 1.0 / (2.0 * norm.ppf(0.55))  # TV exactly 0.1
+    assert sigma >= exact and sigma <= exact * (1 + 1e-5)
+    assert PLDAccountant().compose(GaussianEvent(sigma)).get_delta(0.0) <= 0.1
+
+
+def test_calibrate_refuses_epsilon_and_delta_both_zero() -> None:
+    from dpkit.accounting import GaussianEvent, PLDAccountant
+    from dpkit.accounting.calibrate import calibrate
+    from dpkit.errors import InvalidParameter
+
+    with pytest.raises(InvalidParameter, match="does not depend on its input"):
+        calibrate(PLDAccountant, GaussianEvent, target_epsilon=0.0, target_delta=0.0)

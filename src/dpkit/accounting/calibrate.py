@@ -18,6 +18,7 @@ from dpkit._validation import (
     check_count,
     check_delta,
     check_finite_float,
+    check_nonnegative,
     check_positive,
     check_probability,
 )
@@ -65,7 +66,8 @@ def calibrate(
         The event of the mechanism run with parameter ``p`` (composed as needed, e.g. a
         ``RepeatedEvent`` for many steps).
     target_epsilon:
-        > 0.
+        >= 0; 0 only with ``target_delta > 0`` (then the target is a total variation
+        distance: ``delta`` at ``epsilon = 0`` is ``TV(M(x), M(x'))``).
     target_delta:
         In [0, 1).
     bracket:
@@ -101,8 +103,13 @@ def calibrate(
     True
     """
     owner = "calibrate"
-    target = check_positive(target_epsilon, "target_epsilon", owner)
+    target = check_nonnegative(target_epsilon, "target_epsilon", owner)
     delta = check_delta(target_delta, owner, name="target_delta")
+    if target == 0.0 and delta == 0.0:
+        raise InvalidParameter(
+            f"{owner}: target_epsilon = 0 with target_delta = 0 asks for a mechanism whose "
+            "output does not depend on its input; give a positive epsilon or delta."
+        )
     low, high = _check_bracket(bracket, owner)
     tolerance = check_positive(tolerance, "tolerance", owner)
     if tolerance >= 1.0:
