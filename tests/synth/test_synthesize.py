@@ -356,3 +356,14 @@ def test_decimal_columns_come_back_as_decimals_at_their_scale() -> None:
     assert len(values) > 0
     assert all(isinstance(v, Decimal) and v.as_tuple().exponent == -2 for v in values)
     assert all(Decimal(0) <= v <= Decimal(60) for v in values)
+
+
+def test_a_null_typed_column_is_refused_with_a_clear_reason() -> None:
+    # pandas gives DuckDB a column of only None as type NULL (public schema).
+    import pandas as pd
+
+    frame = pd.DataFrame({"a": [0, 1, 2] * 100, "b": [None] * 300})
+    session = dp.Session.from_pandas(frame, budget=dp.ZCDP(1.0))
+    with pytest.raises(dp.InvalidParameter, match="type NULL"):
+        session.synthesize(budget=0.5, method="mst", domains={"a": [0, 1, 2]})
+    assert session.history == []  # nothing spent

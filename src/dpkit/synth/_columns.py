@@ -371,6 +371,13 @@ def plan_columns(
         )
     out: list[ColumnCode | None] = []
     for name in names:
+        if schema[name].strip('"').upper() == "NULL":
+            # The schema (public) says every value is NULL: nothing to synthesize.
+            raise InvalidParameter(
+                f"{owner}: column {name!r} has type NULL (every value is NULL, e.g. a "
+                "pandas column of only None); leave it out of columns, or give the Session "
+                "a typed column."
+            )
         spec = domains.get(name)
         if isinstance(spec, str) and spec == "private":
             if not private:
