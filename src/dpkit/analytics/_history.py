@@ -309,7 +309,11 @@ class SpendHistory(Sequence[SpendRecord]):
         import pandas as pd  # type: ignore[import-untyped]
 
         rows = self.rows()
-        columns = list(rows[0]) if rows else ["id", "time", "scope", "query", "budget"]
+        # Every row's columns, in order of appearance: an ApproxDP ledger's rows written
+        # before the pure component have no pure_epsilon, later ones do.
+        columns = list(dict.fromkeys(["id", "time", "scope", "query", "budget"]))
+        for row in rows:
+            columns += [name for name in row if name not in columns]
         if not rows and self._kind is not None:
             columns += list(charge_in_user_units(self._kind, self._kind.amount))
         frame = pd.DataFrame(rows, columns=columns)
@@ -435,7 +439,9 @@ def _snapshot(conn: sqlite3.Connection, path: str) -> LedgerSnapshot:
         )
     records = [SpendRecord(r[0], r[1], r[2], _decode(r[3]), r[4]) for r in spend_rows]
     intact = _chains(spend_rows)
-    if intact is not False and not _totals_match(records, totals):
+    if intact is not False and not (
+        _ids_match(conn, spend_rows, tables) and _totals_match(records, totals)
+    ):
         intact = False
     failure = None
     if "failures" in tables:
@@ -481,6 +487,18 @@ def _remaining(kind: BudgetKind, spent: Amount, left: Amount) -> dict[str, float
             "pure_epsilon": rule.pure_left(state),
         }
     return _components(kind, left)
+
+
+def _ids_match(conn: sqlite3.Connection, rows: Sequence[Sequence[Any]], tables: set[str]) -> bool:
+    """Whether the spend ids are 1, 2, ... with no gap, up to the largest id SQLite ever
+    handed out (``Ledger._check_history``): a deleted row, even the last one with the
+    totals lowered to match, shows, chained or not."""
+    if [int(row[0]) for row in rows] != list(range(1, len(rows) + 1)):
+        return False
+    if "sqlite_sequence" not in tables:
+        return True
+    issued = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'spends'").fetchone()
+    return issued is None or int(issued[0]) == len(rows)
 
 
 def _totals_match(records: Sequence[SpendRecord], totals: dict[str, tuple[Fraction, ...]]) -> bool:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -88,7 +89,13 @@ def export(
         if suffix not in (".csv", ".json"):
             raise InvalidParameter(f"--output: give a .csv or .json file name; got {str(out)!r}.")
         check_writable(out, "--output")
-        if out.exists() and ledger.exists() and out.resolve() == ledger.resolve():
+        if (
+            out.exists()
+            and ledger.exists()
+            and (
+                out.resolve() == ledger.resolve() or os.path.samefile(out, ledger)  # a hard link
+            )
+        ):
             raise InvalidParameter("--output is the ledger itself; give another file.")
         snapshot = _read(ledger)
     except DPError as err:

@@ -40,6 +40,7 @@ class ClippedErrorBound(ErrorBound):
     def interval(self, value: Any) -> tuple[Any, Any]:
         """``[value - half_width, value + half_width]`` cut to ``[lower, upper]``."""
         low, high = ErrorBound.interval(self, value)
+        # fmax/fmin: an end that overflowed to NaN (inf - inf) is the public end.
         if np.ndim(low) == 0:
-            return max(float(low), self.lower), min(float(high), self.upper)
-        return np.maximum(low, self.lower), np.minimum(high, self.upper)
+            return float(np.fmax(low, self.lower)), float(np.fmin(high, self.upper))
+        return np.fmax(low, self.lower), np.fmin(high, self.upper)

@@ -28,13 +28,14 @@ import numpy as np
 import numpy.typing as npt
 
 from dpkit.accounting.events import Event
+from dpkit.errors import InvalidParameter
 from dpkit.mechanisms._base import ErrorBound
 from dpkit.mechanisms.gaussian import DiscreteGaussian
 from dpkit.mechanisms.laplace import DiscreteLaplace
 from dpkit.random import Random
 from dpkit.tools._checks import Budget
 
-__all__ = ["Noisy", "Snapped", "release", "snap"]
+__all__ = ["Noisy", "Snapped", "output_step", "release", "snap"]
 
 #: Output step of a release: about 2^-30 noise scales, so rounding to it is invisible.
 _OUTPUT_BITS = 30
@@ -128,6 +129,44 @@ class Noisy:
         return ErrorBound(self.standard_deviation, self.half_width, confidence)
 
 
+def output_step(sensitivity: Fraction, budget: Budget, share: float) -> Fraction:
+    """The output step ``h`` of a release of ``sensitivity`` at ``share`` of ``budget``
+    (module docstring); public parameters only. Raises :class:`InvalidParameter` when
+    the noise is beyond the floats (bounds near the float limits with a small budget),
+    so that the tools refuse before any noise is drawn."""
+    scale = (
+        sensitivity / Fraction(share)
+        if budget.kind == "epsilon"
+        else sensitivity / Fraction(math.sqrt(2.0 * share))
+    )
+    step = Fraction(2) ** (_power_of_two_below(scale) - _OUTPUT_BITS)
+    if step > _LARGEST_STEP:
+        raise InvalidParameter(
+            "The noise of this release is beyond the range of floats: give narrower "
+            "bounds or a larger budget."
+        )
+    _mechanism(math.ceil(sensitivity / step) + 1, budget, share)  # its own refusals
+    return step
+
+
+def _mechanism(k: int, budget: Budget, share: float) -> DiscreteLaplace | DiscreteGaussian:
+    """The discrete noise of integer sensitivity ``k`` at ``share`` of ``budget``."""
+    if budget.kind == "epsilon":
+        return DiscreteLaplace.calibrate(epsilon=share, sensitivity=k)
+    return DiscreteGaussian.calibrate(rho=share, sensitivity=k)
+
+
+#: The largest output step whose noise scale (2^30 steps) and interval stay floats.
+_LARGEST_STEP = Fraction(2) ** (1023 - _OUTPUT_BITS - 8)
+
+
+def _to_float(x: Fraction) -> float:
+    try:
+        return float(x)
+    except OverflowError:
+        return math.inf if x > 0 else -math.inf
+
+
 def release(
     q: Fraction | int,
     sensitivity: Fraction | int,
@@ -149,27 +188,20 @@ def release(
         k = int(sensitivity)
     else:
         d = Fraction(sensitivity)
-        scale = (
-            d / Fraction(share)
-            if budget.kind == "epsilon"
-            else d / Fraction(math.sqrt(2.0 * share))
-        )
-        step = Fraction(2) ** (_power_of_two_below(scale) - _OUTPUT_BITS)
+        step = output_step(d, budget, share)
         q_int = round(Fraction(q) / step)
         # |round(a) - round(b)| <= |a - b| + 1 for neighbours' a, b.
         k = math.ceil(d / step) + 1
-    mechanism: DiscreteLaplace | DiscreteGaussian
-    if budget.kind == "epsilon":
-        mechanism = DiscreteLaplace.calibrate(epsilon=share, sensitivity=k)
-    else:
-        mechanism = DiscreteGaussian.calibrate(rho=share, sensitivity=k)
+    mechanism = _mechanism(k, budget, share)
     # Noise drawn around 0 and added in Python integers: no int64 limit on q.
     noise = mechanism.release(0, confidence=confidence, rng=rng)
     assert isinstance(noise.error, ErrorBound)
-    h = float(step)
+    h = float(step)  # finite: output_step checked it before the noise
     half = 0.0 if integer else h / 2  # the rounding of q to the output step
     return Noisy(
-        value=float(q_int + int(noise.value)) * h,
+        # Correctly rounded, +-inf beyond the floats (a sum of huge values): never an
+        # OverflowError, whose raising would depend on the data, after the noise.
+        value=_to_float(Fraction(q_int + int(noise.value)) * step),
         half_width=noise.error.half_width * h + half,
         standard_deviation=noise.error.standard_deviation * h,
         event=noise.event,

@@ -42,7 +42,7 @@ from dpkit.random import Random, RandomLike, as_random
 from dpkit.tools import _checks
 from dpkit.tools._bound import ClippedErrorBound
 from dpkit.tools._checks import Budget, Neighbouring
-from dpkit.tools._fixed import Noisy, Snapped, release, snap
+from dpkit.tools._fixed import Noisy, Snapped, output_step, release, snap
 
 __all__ = ["count", "mean", "std", "sum", "var"]
 
@@ -259,7 +259,8 @@ def _clipped(
 ) -> tuple[float, float, float]:
     """Cut ``[low, high]`` to ``public``, and the symmetric half-width around ``value``."""
     low, high = max(low, public[0]), min(high, public[1])
-    if low > high:  # only on the failure event; keep a valid, non-empty statement
+    # NaN: an interval overflowed (inf - inf, near the float limits); say the range.
+    if not low <= high:  # only on the failure event; keep a valid, non-empty statement
         low, high = public
     return low, high, max(value - low, high - value, 0.0)
 
@@ -330,6 +331,7 @@ def mean(
     else:
         share = budget.split(2)
         each = 1.0 - (1.0 - level) / 2
+        output_step(grid.step * grid.radius, budget, share)  # refused before any noise
         noisy_n = release(grid.n, 1, budget, share, each, random, integer=True)
         centred = grid.step * grid.centred_sum
         noisy_s = release(centred, grid.step * grid.radius, budget, share, each, random)
@@ -394,6 +396,8 @@ def _variance(
     each = 1.0 - (1.0 - level) / 3
     radius = grid.step * grid.radius
     q0 = radius * radius / 2
+    for sensitivity in (radius, q0):  # refused before any noise
+        output_step(sensitivity, budget, share)
     noisy_n = release(grid.n, 1, budget, share, each, random, integer=True)
     noisy_1 = release(grid.step * grid.centred_sum, radius, budget, share, each, random)
     squares = grid.step * grid.step * grid.centred_squares - grid.n * q0
