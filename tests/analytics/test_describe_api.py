@@ -131,3 +131,12 @@ def test_describe_is_lazy_and_public() -> None:
     from dpkit.analytics._describe_api import describe
 
     assert dpkit.describe is describe
+
+
+def test_polars_frames_are_described_like_pandas() -> None:
+    import polars as pl
+
+    frame = pl.DataFrame({"age": [float(20 + i % 50) for i in range(400)]})
+    summary = dp.describe(frame, budget=dp.PureDP(1.0), rng=1)
+    lazy = dp.describe(frame.lazy(), budget=dp.PureDP(1.0), rng=1)
+    assert [c.name for c in summary.columns] == ["age"] == [c.name for c in lazy.columns]

@@ -293,3 +293,18 @@ def test_discrete_laplace_error_at_scales_whose_q_underflows(scale: float) -> No
     # error there; the noise is then 0 with probability 1 - 2e^-745/(1+...) ~ 1.
     error = dp.DiscreteLaplace(scale=scale, sensitivity=1).error(0.95)
     assert error is not None and error.half_width == 0.0
+
+
+@pytest.mark.parametrize("width", [0.5, 10.0, 1e6, 1e11, 1e13])
+def test_discrete_laplace_half_width_is_the_exact_quantile_at_any_scale(width: float) -> None:
+    # P(|Z| > h) = 2 q^(h+1) / (1 + q): h is the smallest with tail <= 5%, checked at 40
+    # digits. A rounded q raised to a huge power drifted below the quantile at 1e11.
+    import mpmath
+
+    from dpkit.mechanisms._tails import symmetric_half_width
+
+    h = symmetric_half_width("laplace", width, 0.95)
+    with mpmath.workdps(40):
+        q = mpmath.e ** (-1 / mpmath.mpf(width))
+        assert 2 * q ** (h + 1) / (1 + q) <= mpmath.mpf("0.05")
+        assert h == 0 or 2 * q**h / (1 + q) > mpmath.mpf("0.05")

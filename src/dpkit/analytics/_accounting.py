@@ -210,8 +210,19 @@ class BudgetKind:
             return self._rounded(share * self.amount[0], left)
         if isinstance(budget, str) and budget == "remaining":
             if left <= 0:
+                pure = (
+                    self.rule.pure_left(spent)
+                    if isinstance(self.rule, PureApproxZCDPFilter)
+                    else 0.0
+                )
+                also = (
+                    f" A PureDP query of epsilon up to {pure!r} still fits (pure epsilon at "
+                    "face value): pass budget=dp.PureDP(...)."
+                    if pure > 0
+                    else ""
+                )
                 raise BudgetExceeded(
-                    "The Session's budget is spent: nothing remains for budget='remaining'."
+                    "The Session's budget is spent: nothing remains for budget='remaining'." + also
                 )
             return QueryBudget(left, self.noise, left)
         if isinstance(budget, PureDP) and budget.epsilon > 0:

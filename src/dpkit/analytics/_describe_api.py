@@ -27,7 +27,10 @@ if TYPE_CHECKING:
 
 __all__ = ["describe"]
 
-_EXPECTED = "a pandas DataFrame, a pyarrow Table, or the path of a CSV or Parquet file"
+_EXPECTED = (
+    "a pandas DataFrame, a pyarrow Table, a Polars DataFrame or LazyFrame, or the path of "
+    "a CSV or Parquet file"
+)
 
 
 def describe(
@@ -174,6 +177,8 @@ def _open(
         return Session.from_pandas(data, **common), None
     if module == "pyarrow" and type(data).__name__ == "Table":
         return Session.from_arrow(data, **common), None
+    if module == "polars" and type(data).__name__ in ("DataFrame", "LazyFrame"):
+        return Session.from_polars(data, **common), None
     raise DataError(f"dp.describe: data must be {_EXPECTED}; got {type(data).__name__}.")
 
 

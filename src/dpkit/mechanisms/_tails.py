@@ -106,11 +106,18 @@ def symmetric_half_width(kind: str, width: float, confidence: float) -> int:
     alpha = 1.0 - confidence
     if kind == "laplace":
         q = math.exp(-1.0 / width)  # 0.0 below width ~1/745: then Z = 0 and h = 0
-        # log q is -1/width (not log(q), which fails once q underflows to 0).
+
+        def tail(h: int) -> float:
+            # P(|Z| > h) = 2 q^(h+1) / (1 + q), with q^(h+1) as exp(-(h+1)/width): a
+            # rounded q raised to a huge power would drift (at width 1e11 by ~1e-7).
+            return 2.0 * math.exp(-(h + 1) / width) / (1.0 + q)
+
+        # log q is -1/width (not log(q), which fails once q underflows to 0); the
+        # closed form lands within a unit or two, and the loops settle it exactly.
         h = max(0, math.ceil(math.log(alpha * (1.0 + q) / 2.0) * -width - 1.0))
-        while h > 0 and 2.0 * q**h / (1.0 + q) <= alpha:
+        while h > 0 and tail(h - 1) <= alpha:
             h -= 1
-        while 2.0 * q ** (h + 1) / (1.0 + q) > alpha:
+        while tail(h) > alpha:
             h += 1
         return h
     # Start near the continuous Gaussian's quantile; the discrete one is within a few
