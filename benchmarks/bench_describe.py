@@ -226,18 +226,29 @@ def main() -> None:
     )
     results: dict[str, tuple[float, float, list[float]]] = {}
     out = Path(tempfile.mkdtemp(prefix="dpkit-bench-describe-"))
+    load_before = os.getloadavg()[0]
     try:
-        for name, make in CONTENDERS.items():
-            if args.only and name not in args.only:
-                continue
-            code = make(parquet, csv, out)
-            if args.warmup:
+        codes = {
+            name: make(parquet, csv, out)
+            for name, make in CONTENDERS.items()
+            if not args.only or name in args.only
+        }
+        if args.warmup:
+            for code in codes.values():
                 run(code)  # warm the file cache and the interpreter's .pyc
-            times, peaks = zip(*(run(code) for _ in range(args.repeat)), strict=True)
+        # Interleaved: round r runs every contender once, so a change in the machine's
+        # load (other jobs) hits all of them alike.
+        timings: dict[str, list[tuple[float, float]]] = {name: [] for name in codes}
+        for _ in range(args.repeat):
+            for name, code in codes.items():
+                timings[name].append(run(code))
+        for name, runs in timings.items():
+            times, peaks = zip(*runs, strict=True)
             results[name] = (statistics.median(times), max(peaks), list(times))
             print(f"  {name}: {', '.join(f'{t:.2f}' for t in times)} s", flush=True)
     finally:
         shutil.rmtree(out, ignore_errors=True)
+    print(f"load average (1 min) before {load_before:.2f}, after {os.getloadavg()[0]:.2f}")
     base = results.get(BASELINE, (float("nan"), 0.0, []))[0]
     print()
     print("| contender | median s | ratio to SUMMARIZE (parquet) | peak MiB |")

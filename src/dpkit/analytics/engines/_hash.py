@@ -187,16 +187,38 @@ class KeyedHash:
         return self._text_limbs(f"CAST(({part.sql}) AS {self._dialect.text})")
 
     # ------------------------------------------------------------------ the hash
-    def linear(self, parts: Sequence[TypedPart]) -> str:
-        """Step 1: SQL of ``(k_0 + sum k_j limb_j) mod p``, a BIGINT in [0, p)."""
+    def _terms(self, parts: Sequence[TypedPart], first_limb: int) -> list[str]:
+        """``(k_j * limb_j) mod p`` for the parts' limbs, numbered from ``first_limb``."""
         p = HASH_PRIME
         limbs = [limb for part in parts for limb in self.limbs(part)]
-        terms = [str(self._keys[0])]
-        for j, limb in enumerate(limbs):
+        terms = []
+        for j, limb in enumerate(limbs, start=first_limb):
             key = self._keys[1 + j % _LIMB_KEYS]
             # limb < 2^31 and key < 2^31: the product is below 2^62, reduced at once.
             terms.append(f"((CAST({limb} AS BIGINT) * {key}) % {p})")
-        return f"(({' + '.join(terms)}) % {p})"
+        return terms
+
+    def limb_count(self, parts: Sequence[TypedPart]) -> int:
+        """How many limbs the parts have (where the next parts' limbs are numbered)."""
+        return sum(len(self.limbs(part)) for part in parts)
+
+    def linear(self, parts: Sequence[TypedPart]) -> str:
+        """Step 1: SQL of ``(k_0 + sum k_j limb_j) mod p``, a BIGINT in [0, p)."""
+        terms = [str(self._keys[0]), *self._terms(parts, 0)]
+        return f"(({' + '.join(terms)}) % {HASH_PRIME})"
+
+    def partial(self, parts: Sequence[TypedPart], first_limb: int) -> str:
+        """SQL of one slice of :meth:`linear`'s sum, ``(sum k_j limb_j) mod p`` over
+        the parts' limbs numbered from ``first_limb``, in [0, p). A slice that depends
+        on few distinct values (a group key) can be computed once per value and joined;
+        :meth:`combine` adds the slices back."""
+        return f"(({' + '.join(self._terms(parts, first_limb) or ['0'])}) % {HASH_PRIME})"
+
+    def combine(self, slices: Sequence[str]) -> str:
+        """SQL of ``(k_0 + sum of slices) mod p``: :meth:`linear` of the parts whose
+        slices (:meth:`partial`, each in [0, p), so the sum stays far below 2^63) these
+        are -- the same integer, by associativity mod p."""
+        return f"(({' + '.join([str(self._keys[0]), *slices])}) % {HASH_PRIME})"
 
     def finish(self, column: str) -> str:
         """Step 2: two rounds ``x -> (x + k)^5 mod p`` of a column holding :meth:`linear`."""

@@ -90,6 +90,24 @@ def _literal(value: float) -> str:
     return f"CAST({text} AS DOUBLE)"
 
 
+def _bin_search(x: str, interior: Sequence[str], low: int = 0, high: int | None = None) -> str:
+    """SQL of the bin index of ``x`` among sorted interior edges: the first ``i`` with
+    ``x < interior[i]``, or ``len(interior)`` if none (bins ``[e_i, e_(i+1))``).
+
+    A binary search written as nested CASEs: about log2(n) comparisons per row instead
+    of up to n for a chain of WHENs (describe's 165 magnitude edges: 8 instead of up to
+    165; issue 34 measured the chain at 25-50% of each range query). ``x < e_i`` is
+    monotone in ``i`` for sorted edges, so the search finds what the chain found.
+    """
+    high = len(interior) if high is None else high
+    if low == high:
+        return str(low)
+    middle = (low + high) // 2
+    below = _bin_search(x, interior, low, middle)
+    above = _bin_search(x, interior, middle + 1, high)
+    return f"(CASE WHEN {x} < {interior[middle]} THEN {below} ELSE {above} END)"
+
+
 class SqlEngine:
     """The SQL of a plan, for an engine that runs SQL (subclasses set the dialect)."""
 
@@ -107,6 +125,11 @@ class SqlEngine:
     top_n_limit = 999_999
     #: The string type for CAST.
     text = "VARCHAR"
+    #: Step 3 computes the group slice of the keyed hash once per distinct group and
+    #: joins it (:meth:`SqlEngine._keep_groups`), instead of once per (unit, group)
+    #: pair. Both forms keep the same groups; measured on DuckDB only (Spark uses the
+    #: same form, unmeasured: with private keys it reads the group columns twice).
+    hash_groups_once = True
 
     def q(self, name: str) -> str:
         """An identifier in this engine's SQL."""
@@ -337,7 +360,10 @@ class SqlEngine:
                 f"__kept AS {self.cte_hint}(SELECT * FROM __base WHERE {groups[0]} IN ({marks}))"
             )
             rows_from = "__kept"
-        elif plan.keys is not None:
+        if plan.keys is not None:
+            # The keys as a table too: the filter for several key columns, and the
+            # distinct groups whose keyed-hash slice step 3 computes once each
+            # (_keep_groups), without a scan of the rows.
             placeholders = ", ".join(
                 "(" + ", ".join("?" for _ in key) + ")" for key in plan.keys.keys
             )
@@ -345,6 +371,7 @@ class SqlEngine:
                 params.extend(key)
             names = ", ".join(f"__k{i}" for i in range(len(groups)))
             ctes.append(f"__keys({names}) AS (VALUES {placeholders})")
+        if plan.keys is not None and len(groups) > 1:
             cond = " AND ".join(f"b.{g} = k.__k{i}" for i, g in enumerate(groups))
             ctes.append(
                 f"__kept AS {self.cte_hint}(SELECT b.* FROM __base b {self.semi_join} "
@@ -392,18 +419,14 @@ class SqlEngine:
         rows_from = "__idx"
         if plan.unit is not None:
             pair_keys = "__u" + gl
-            if groups:
-                keyed = self._hash(plan.salt)
-                linear = keyed.linear(self._pair_parts(plan, groups))
+            if groups and self._ranks_groups(plan):
                 join = " AND ".join(f"r.{c} = p.{c}" for c in ["__u", *groups])
                 ctes.append(
-                    f"__gsel AS (SELECT {pair_keys} FROM (SELECT {pair_keys}, {linear} AS "
-                    f"__hl FROM (SELECT {pair_keys} FROM {rows_from} GROUP BY {pair_keys}) "
-                    f"AS __pp) AS __ph QUALIFY row_number() OVER (PARTITION BY __u ORDER BY "
-                    f"{keyed.finish('__hl')}{gl}) <= {plan.max_groups})"
+                    f"__gpairs AS (SELECT {pair_keys} FROM {rows_from} GROUP BY {pair_keys})"
                 )
+                kept = self._keep_groups(plan, groups, "__gpairs", rows_from, [], ctes, "__gs")
                 ctes.append(
-                    f"__grows AS (SELECT r.* FROM {rows_from} r {self.semi_join} __gsel p "
+                    f"__grows AS (SELECT r.* FROM {rows_from} r {self.semi_join} {kept} p "
                     f"ON {join})"
                 )
                 rows_from = "__grows"
@@ -481,11 +504,8 @@ class SqlEngine:
         for name, source, edges in plan.bins:
             if name == column:
                 x = f"CAST({self.q(source)} AS DOUBLE)"
-                cases = " ".join(
-                    f"WHEN {x} < {_literal(edge)} THEN {i}" for i, edge in enumerate(edges[1:-1])
-                )
-                last = len(edges) - 2
-                return f"(CASE WHEN {x} IS NULL OR isnan({x}) THEN NULL {cases} ELSE {last} END)"
+                index = _bin_search(x, [_literal(edge) for edge in edges[1:-1]])
+                return f"(CASE WHEN {x} IS NULL OR isnan({x}) THEN NULL ELSE {index} END)"
         return self.canonical_key_sql(self.q(column), self.schema(plan.derived)[column])
 
     def _aggregates(self, plan: Plan) -> list[str]:
@@ -509,7 +529,7 @@ class SqlEngine:
         return f"SELECT {keys}, {aggs} FROM {rows_from} GROUP BY {keys}"
 
     def _bounded(self, plan: Plan, groups: list[str], rows_from: str, ctes: list[str]) -> str:
-        m, k = plan.max_rows, plan.max_groups
+        m = plan.max_rows
         row_source = rows_from
         pair_keys = ", ".join(["__u", *groups])
         sums = [i for i, s in enumerate(plan.statistics) if s.op in ("values", "fixed_sum")]
@@ -539,27 +559,26 @@ class SqlEngine:
         # (Statistic.unit_range, 2^61 steps plus the centre), so |q| < 2^62, |q m| <
         # 2^93 and |r m| < c m < 2^94 (m <= 2^31, c < 2^63): nothing overflows the wide
         # type (2^127 for HUGEINT, 10^38 > 2^126 for DECIMAL(38,0)), on any data.
+        #
+        # The scaled value lies in [m a, m b] either way (c <= m: S in [c a, c b] with
+        # a <= 0 <= b or not, inside m times the one-row range's hull with 0), so where
+        # m max(|a|, |b|) <= 2^62 -- public bounds -- it is narrowed to BIGINT, whose
+        # pair-level arithmetic and final sum are cheaper than the wide type's; the
+        # final sum is then the engine's overflow-free wide sum (:meth:`wide_sum`).
         scaled = [f"least(__c, {m}) AS __c"]
         for i in sums:
             s = f"CAST(__s{i} AS {self.wide})"
             quotient = f"CAST({self.int_div(s, '__c')} AS {self.wide})"
             remainder = self.int_div(f"({s} % __c) * {m}", "__c")
-            scaled.append(
-                f"CASE WHEN __c <= {m} THEN {s} ELSE {quotient} * {m} + {remainder} END AS __s{i}"
-            )
-        if groups:
+            value = f"CASE WHEN __c <= {m} THEN {s} ELSE {quotient} * {m} + {remainder} END"
+            if self._narrow(plan, i):
+                value = f"CAST({value} AS BIGINT)"
+            scaled.append(f"{value} AS __s{i}")
+        if groups and self._ranks_groups(plan):
             # Step 3: each unit's k groups of smallest (H(salt, unit, groups), groups).
-            keyed = self._hash(plan.salt)
-            scaled.append(f"{keyed.linear(self._pair_parts(plan, groups))} AS __hl")
-        ctes.append(f"__bounded AS (SELECT {pair_keys}, {', '.join(scaled)} FROM __pairs)")
-        if groups:
-            order = f"{keyed.finish('__hl')}, {', '.join(groups)}"
-            ctes.append(
-                f"__ranked AS (SELECT * FROM __bounded QUALIFY row_number() OVER "
-                f"(PARTITION BY __u ORDER BY {order}) <= {k})"
-            )
-            rows_from = "__ranked"
+            rows_from = self._keep_groups(plan, groups, "__pairs", rows_from, scaled, ctes, "__b")
         else:
+            ctes.append(f"__bounded AS (SELECT {pair_keys}, {', '.join(scaled)} FROM __pairs)")
             rows_from = "__bounded"
         distinct = [i for i, stat in enumerate(plan.statistics) if stat.op == "distinct"]
         keys = ", ".join(groups)
@@ -588,6 +607,99 @@ class SqlEngine:
         ]
         return f"SELECT {', '.join(selected)} FROM ({main}) AS __m{joins}"
 
+    def _ranks_groups(self, plan: Plan) -> bool:
+        """Whether step 3 has anything to do: not when the public keys are at most
+        ``max_groups`` -- every unit then has at most that many groups after the keys'
+        filter, and keeps them all (a public fact, the same on any data)."""
+        return plan.keys is None or len(plan.keys.keys) > plan.max_groups
+
+    def _keep_groups(
+        self,
+        plan: Plan,
+        groups: list[str],
+        pairs: str,
+        rows: str,
+        columns: Sequence[str],
+        ctes: list[str],
+        prefix: str,
+    ) -> str:
+        """Append the CTEs of step 3 and return the name of the last: the rows of
+        ``pairs`` (one per unit and group, with ``columns`` computed on them) of each
+        unit's ``max_groups`` groups of smallest ``(H(salt, unit, groups), groups)``.
+        ``rows`` is the row-level CTE the pairs were aggregated from.
+
+        The formulation, measured on DuckDB (benchmarks/results/session.md):
+
+        - ``H``'s group slice (:meth:`KeyedHash.partial`; md5 for a string key) is a
+          function of the group alone, so where :attr:`hash_groups_once` it is computed
+          once per distinct group and joined, not once per pair. The distinct groups
+          are the public keys where there are some (:meth:`_distinct_groups`), else
+          read from ``rows`` (a scan of the group columns), not from ``pairs``:
+          reading the pairs twice made DuckDB materialise them.
+        - The tie-break by group is by ``__gi``, the group's rank among the distinct
+          groups in the engine's order of the group columns. Two groups' ranks compare
+          as the groups do, so the kept set is exactly the one of ``ORDER BY H,
+          groups`` -- still a rule on each unit's own pairs and the salt -- while the
+          window sorts one integer instead of a string.
+        - ``H`` is finished (:meth:`KeyedHash.finish`) in a projection, once per pair,
+          not inside the window's sort.
+        - With public keys (fewer than 2^32 groups), ``H < 2^31`` and the rank make one
+          BIGINT sort key ``H 2^32 + rank``, ordered as the pair ``(H, rank)``.
+        """
+        k = plan.max_groups
+        keyed = self._hash(plan.salt)
+        parts = self._pair_parts(plan, groups)
+        keys = ", ".join(groups)
+        extra = "".join(f"{c}, " for c in columns)
+        if self.hash_groups_once:
+            index = f"{prefix}_gidx"
+            group_slice = keyed.partial(parts[1:], keyed.limb_count(parts[:1]))
+            ctes.append(
+                f"{index} AS (SELECT {keys}, {group_slice} AS __hg, row_number() OVER "
+                f"(ORDER BY {keys}) AS __gi FROM ({self._distinct_groups(plan, groups, rows)})"
+                " AS __dg)"
+            )
+            linear = keyed.combine([keyed.partial(parts[:1], 0), "__hg"])
+            ctes.append(
+                f"{prefix}_linear AS (SELECT __u, {keys}, {extra}__gi, {linear} AS __hl "
+                f"FROM {pairs} JOIN {index} USING ({keys}))"
+            )
+            small = plan.keys is not None and len(plan.keys.keys) < 2**32
+            order = "__h * 4294967296 + __gi" if small else "__h, __gi"
+        else:
+            ctes.append(
+                f"{prefix}_linear AS (SELECT __u, {keys}, {extra}{keyed.linear(parts)} AS "
+                f"__hl FROM {pairs})"
+            )
+            order = f"__h, {keys}"
+        ctes.append(
+            f"{prefix}_hashed AS (SELECT *, {keyed.finish('__hl')} AS __h FROM {prefix}_linear)"
+        )
+        ctes.append(
+            f"{prefix}_kept AS (SELECT * FROM {prefix}_hashed QUALIFY row_number() OVER "
+            f"(PARTITION BY __u ORDER BY {order}) <= {k})"
+        )
+        return f"{prefix}_kept"
+
+    def _distinct_groups(self, plan: Plan, groups: list[str], rows: str) -> str:
+        """SQL of a relation with each group present in ``rows`` at least once and no
+        other key (columns named as ``groups``, in their canonical SQL form). With
+        public keys, the keys themselves (the ``__keys`` table of :meth:`_rows`, cast
+        to their columns' canonical types, so that they hash and compare as the rows'
+        values do); a key no row has only adds a row that no pair joins."""
+        if plan.keys is None:
+            return f"SELECT DISTINCT {', '.join(groups)} FROM {rows}"
+        types = self._key_types(plan)
+        columns = []
+        for i, (name, type_name) in enumerate(zip(groups, types, strict=True)):
+            target = crossing_type(type_name)
+            if key_category(type_name) == "text":
+                value = self.binary_text(f"__k{i}")
+            else:
+                value = f"CAST(__k{i} AS {target})"
+            columns.append(f"{value} AS {name}")
+        return f"SELECT DISTINCT {', '.join(columns)} FROM __keys"
+
     def _main_columns(self, plan: Plan) -> list[str]:
         """The per-group aggregates over the bounded pairs, named ``__a{i}``."""
         out = []
@@ -597,8 +709,15 @@ class SqlEngine:
             elif stat.op == "units":
                 out.append(f"count(*) AS __a{i}")
             elif stat.op in ("values", "fixed_sum"):
-                out.append(f"sum(__s{i}) AS __a{i}")
+                summed = self.wide_sum(f"__s{i}") if self._narrow(plan, i) else f"sum(__s{i})"
+                out.append(f"{summed} AS __a{i}")
         return out
+
+    @staticmethod
+    def _narrow(plan: Plan, i: int) -> bool:
+        """Whether statistic ``i``'s bounded pair values fit a BIGINT with room to
+        spare: ``max_rows`` times the largest one-row summand is at most 2^62."""
+        return plan.max_rows * plan.statistics[i].row_bound() <= 2**62
 
     def _distinct_values(
         self, plan: Plan, groups: list[str], row_source: str, pairs: str, ctes: list[str], i: int

@@ -1,0 +1,144 @@
+"""Which groups each person keeps, checked against the rule written in Python.
+
+The engines keep, for each person, the ``max_groups`` groups of smallest
+``(H(salt, person, group), group)`` (dpkit.analytics.engines._sql, step 3) and count a
+pair with ``c`` rows as ``min(c, max_rows)``. The SQL computes ``H``'s group slice once
+per distinct group, breaks ties by the group's rank among the groups, and skips the
+ranking when the public keys are no more than ``max_groups``
+(``SqlEngine._keep_groups``); this file checks that the rows kept are exactly those
+of the rule, computed here from :func:`python_hash`, for public keys, private keys,
+several key columns and each key type the slice is computed for.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import dpkit as dp
+from dpkit.analytics import KeySet, Query
+from dpkit.analytics.engines._hash import HASH_PRIME, python_hash
+
+P = HASH_PRIME
+SALT = 424242
+
+
+def trunc_div(a: int, b: int) -> int:
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
+def integer_limbs(x: int) -> list[int]:
+    q = trunc_div(x, P)
+    return [x % P, q % P, trunc_div(q, P) + 8, int(x < 0)]
+
+
+def text_limbs(text: str) -> list[int]:
+    digest = hashlib.md5(text.encode()).hexdigest()
+    return [int(digest[0:7], 16), int(digest[7:14], 16)]
+
+
+def limbs(value: Any) -> list[int]:
+    return text_limbs(value) if isinstance(value, str) else integer_limbs(int(value))
+
+
+def reference_counts(
+    frame: pd.DataFrame, groups: Sequence[str], max_groups: int, max_rows: int
+) -> dict[tuple[Any, ...], int]:
+    """Per group: the sum over the persons keeping it of min(rows, max_rows)."""
+    pairs = frame.groupby(["user", *groups]).size()
+    by_person: dict[int, list[tuple[int, tuple[Any, ...], int]]] = defaultdict(list)
+    for key, rows in pairs.items():
+        user, group = int(key[0]), tuple(key[1:])
+        person_limbs = integer_limbs(user) + [x for g in group for x in limbs(g)]
+        by_person[user].append((python_hash(SALT, person_limbs), group, int(rows)))
+    out: dict[tuple[Any, ...], int] = defaultdict(int)
+    for entries in by_person.values():
+        # Ties in H (probability 1/p) are broken by the group: Python compares str by
+        # code point, the order of their UTF-8 bytes (the engine's binary order).
+        for _, group, rows in sorted(entries)[:max_groups]:
+            out[group] += min(rows, max_rows)
+    return dict(out)
+
+
+def people(seed: int, groups: int = 25) -> pd.DataFrame:
+    generator = np.random.default_rng(seed)  # data, not noise
+    rows = 6000
+    return pd.DataFrame(
+        {
+            "user": generator.integers(-(2**40), 2**40, 400)[generator.integers(0, 400, rows)],
+            "region": [f"r{i}é" for i in generator.integers(0, groups, rows)],
+            "code": generator.integers(-3, 9, rows),
+            "x": generator.uniform(0, 1, rows),
+        }
+    )
+
+
+def engine_counts(
+    frame: pd.DataFrame, query: Query, budget: dp.Budget
+) -> dict[tuple[Any, ...], int]:
+    session = dp.Session.from_pandas(frame, privacy_unit="user", budget=budget, rng=1)
+    compiled = session._compile(query, budget, salt=SALT)
+    return {key: values[0] for key, values in session._engine.aggregate(compiled.plan).items()}
+
+
+@pytest.mark.parametrize(("max_groups", "max_rows"), [(1, 1), (3, 2), (7, 4)], ids=str)
+def test_public_text_keys_keep_the_rules_groups(max_groups: int, max_rows: int) -> None:
+    frame = people(1)
+    keys = [*sorted(set(frame["region"])), "never seen"]
+    query = (
+        Query()
+        .group_by("region", keys=KeySet.from_values(region=keys))
+        .bound(max_groups=max_groups, max_rows=max_rows)
+        .count()
+    )
+    got = engine_counts(frame, query, dp.PureDP(1.0))
+    expected = reference_counts(frame, ["region"], max_groups, max_rows)
+    assert {k: v for k, v in got.items() if v} == expected
+
+
+def test_private_keys_keep_the_rules_groups() -> None:
+    frame = people(2)
+    query = Query().group_by("region", keys="private").bound(max_groups=3, max_rows=2).count()
+    got = engine_counts(frame, query, dp.ApproxDP(1.0, 1e-6))
+    assert got == reference_counts(frame, ["region"], 3, 2)
+
+
+def test_integer_and_two_column_keys_keep_the_rules_groups() -> None:
+    frame = people(3, groups=4)
+    codes = list(range(-3, 9))
+    query = (
+        Query()
+        .group_by("code", keys=KeySet.from_values(code=codes))
+        .bound(max_groups=2, max_rows=3)
+        .count()
+    )
+    got = engine_counts(frame, query, dp.PureDP(1.0))
+    assert {k: v for k, v in got.items() if v} == reference_counts(frame, ["code"], 2, 3)
+
+    regions = sorted(set(frame["region"]))
+    both = KeySet.from_tuples(("region", "code"), [(r, c) for r in regions for c in codes])
+    query = Query().group_by("region", "code", keys=both).bound(max_groups=3, max_rows=2).count()
+    got = engine_counts(frame, query, dp.PureDP(1.0))
+    assert {k: v for k, v in got.items() if v} == reference_counts(frame, ["region", "code"], 3, 2)
+
+
+def test_keys_no_more_than_max_groups_keep_every_group() -> None:
+    frame = people(4, groups=3)
+    keys = sorted(set(frame["region"]))
+    query = (
+        Query()
+        .group_by("region", keys=KeySet.from_values(region=keys))
+        .bound(max_groups=3, max_rows=5)
+        .count()
+    )
+    got = engine_counts(frame, query, dp.PureDP(1.0))
+    every = frame.groupby(["user", "region"]).size().clip(upper=5).groupby("region").sum()
+    assert got == {(k,): int(v) for k, v in every.items()}
+    assert got == reference_counts(frame, ["region"], 3, 5)
