@@ -91,7 +91,9 @@ def engine_counts(
 @pytest.mark.parametrize(("max_groups", "max_rows"), [(1, 1), (3, 2), (7, 4)], ids=str)
 def test_public_text_keys_keep_the_rules_groups(max_groups: int, max_rows: int) -> None:
     frame = people(1)
-    keys = [*sorted(set(frame["region"])), "never seen"]
+    # Every second region is a key, and one key is in no row: rows of other regions
+    # are dropped before any person's groups are ranked (they must not use up slots).
+    keys = [*sorted(set(frame["region"]))[::2], "never seen"]
     query = (
         Query()
         .group_by("region", keys=KeySet.from_values(region=keys))
@@ -99,8 +101,11 @@ def test_public_text_keys_keep_the_rules_groups(max_groups: int, max_rows: int) 
         .count()
     )
     got = engine_counts(frame, query, dp.PureDP(1.0))
-    expected = reference_counts(frame, ["region"], max_groups, max_rows)
-    assert {k: v for k, v in got.items() if v} == expected
+    listed = frame[frame["region"].isin(keys)]
+    assert {k: v for k, v in got.items() if v} == reference_counts(
+        listed, ["region"], max_groups, max_rows
+    )
+    assert set(got) <= {(k,) for k in keys}
 
 
 def test_private_keys_keep_the_rules_groups() -> None:
@@ -123,15 +128,20 @@ def test_integer_and_two_column_keys_keep_the_rules_groups() -> None:
     assert {k: v for k, v in got.items() if v} == reference_counts(frame, ["code"], 2, 3)
 
     regions = sorted(set(frame["region"]))
-    both = KeySet.from_tuples(("region", "code"), [(r, c) for r in regions for c in codes])
+    pairs = [(r, c) for r in regions for c in codes if (c + len(r)) % 3]  # not all pairs
+    both = KeySet.from_tuples(("region", "code"), pairs)
     query = Query().group_by("region", "code", keys=both).bound(max_groups=3, max_rows=2).count()
     got = engine_counts(frame, query, dp.PureDP(1.0))
-    assert {k: v for k, v in got.items() if v} == reference_counts(frame, ["region", "code"], 3, 2)
+    listed = [(r, c) in set(pairs) for r, c in zip(frame["region"], frame["code"], strict=True)]
+    assert {k: v for k, v in got.items() if v} == reference_counts(
+        frame[listed], ["region", "code"], 3, 2
+    )
+    assert set(got) <= set(pairs)
 
 
 def test_keys_no_more_than_max_groups_keep_every_group() -> None:
-    frame = people(4, groups=3)
-    keys = sorted(set(frame["region"]))
+    frame = people(4, groups=6)
+    keys = sorted(set(frame["region"]))[:3]  # three of the six regions
     query = (
         Query()
         .group_by("region", keys=KeySet.from_values(region=keys))
@@ -139,6 +149,18 @@ def test_keys_no_more_than_max_groups_keep_every_group() -> None:
         .count()
     )
     got = engine_counts(frame, query, dp.PureDP(1.0))
-    every = frame.groupby(["user", "region"]).size().clip(upper=5).groupby("region").sum()
+    listed = frame[frame["region"].isin(keys)]
+    every = listed.groupby(["user", "region"]).size().clip(upper=5).groupby("region").sum()
     assert got == {(k,): int(v) for k, v in every.items()}
-    assert got == reference_counts(frame, ["region"], 3, 5)
+    assert got == reference_counts(listed, ["region"], 3, 5)
+
+
+def test_rows_outside_the_keys_are_dropped_without_a_privacy_unit() -> None:
+    frame = people(5, groups=6)
+    keys = [*sorted(set(frame["region"]))[:2], "never seen"]
+    query = Query().group_by("region", keys=KeySet.from_values(region=keys)).count()
+    session = dp.Session.from_pandas(frame, budget=dp.PureDP(1.0), rng=1)
+    compiled = session._compile(query, 1.0, salt=SALT)
+    got = {k: v[0] for k, v in session._engine.aggregate(compiled.plan).items()}
+    counts = frame["region"].value_counts()
+    assert got == {(k,): int(counts[k]) for k in keys[:2]}

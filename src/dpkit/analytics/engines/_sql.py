@@ -90,6 +90,17 @@ def _literal(value: float) -> str:
     return f"CAST({text} AS DOUBLE)"
 
 
+def _window_limit(limit: int, column: str) -> str:
+    """SQL of ``limit`` for ``row_number() OVER (...) <= limit``, written as
+    ``limit + 0 * column`` (``column`` a non-NULL BIGINT of the window's rows): the
+    same number, which DuckDB's optimiser does not see as a constant, so it keeps the
+    window instead of rewriting it into a top-n aggregate (``arg_min(..., n)``).
+    Measured on 10^7 rows, the rewrite made the pairs' ranking 1.5-1.6x slower
+    (benchmarks/results/session.md); the _distinct_values ranking was written as a
+    window for its memory, which the rewrite also undid."""
+    return f"({int(limit)} + 0 * {column})"
+
+
 def _bin_search(x: str, interior: Sequence[str], low: int = 0, high: int | None = None) -> str:
     """SQL of the bin index of ``x`` among sorted interior edges: the first ``i`` with
     ``x < interior[i]``, or ``len(interior)`` if none (bins ``[e_i, e_(i+1))``).
@@ -360,10 +371,7 @@ class SqlEngine:
                 f"__kept AS {self.cte_hint}(SELECT * FROM __base WHERE {groups[0]} IN ({marks}))"
             )
             rows_from = "__kept"
-        if plan.keys is not None:
-            # The keys as a table too: the filter for several key columns, and the
-            # distinct groups whose keyed-hash slice step 3 computes once each
-            # (_keep_groups), without a scan of the rows.
+        elif plan.keys is not None:
             placeholders = ", ".join(
                 "(" + ", ".join("?" for _ in key) + ")" for key in plan.keys.keys
             )
@@ -371,7 +379,6 @@ class SqlEngine:
                 params.extend(key)
             names = ", ".join(f"__k{i}" for i in range(len(groups)))
             ctes.append(f"__keys({names}) AS (VALUES {placeholders})")
-        if plan.keys is not None and len(groups) > 1:
             cond = " AND ".join(f"b.{g} = k.__k{i}" for i, g in enumerate(groups))
             ctes.append(
                 f"__kept AS {self.cte_hint}(SELECT b.* FROM __base b {self.semi_join} "
@@ -485,7 +492,7 @@ class SqlEngine:
             f"UNION ALL SELECT __i{gl} FROM (SELECT r.* FROM __hv r {self.semi_join} "
             f"(SELECT * FROM __cnt WHERE __c > {m}) p ON {on}) AS __big "
             f"QUALIFY row_number() OVER (PARTITION BY {pair_keys} "
-            f"ORDER BY {keyed.finish('__hl')}, __i) <= {m})",
+            f"ORDER BY {keyed.finish('__hl')}, __i) <= {_window_limit(m, '__hl')})",
         ]
         return ctes
 
@@ -633,9 +640,9 @@ class SqlEngine:
         - ``H``'s group slice (:meth:`KeyedHash.partial`; md5 for a string key) is a
           function of the group alone, so where :attr:`hash_groups_once` it is computed
           once per distinct group and joined, not once per pair. The distinct groups
-          are the public keys where there are some (:meth:`_distinct_groups`), else
-          read from ``rows`` (a scan of the group columns), not from ``pairs``:
-          reading the pairs twice made DuckDB materialise them.
+          (:meth:`_distinct_groups`) are read from ``rows`` (a scan of the group
+          columns) or the public keys' table, not from ``pairs``: reading the pairs
+          twice made DuckDB materialise them.
         - The tie-break by group is by ``__gi``, the group's rank among the distinct
           groups in the engine's order of the group columns. Two groups' ranks compare
           as the groups do, so the kept set is exactly the one of ``ORDER BY H,
@@ -677,17 +684,21 @@ class SqlEngine:
         )
         ctes.append(
             f"{prefix}_kept AS (SELECT * FROM {prefix}_hashed QUALIFY row_number() OVER "
-            f"(PARTITION BY __u ORDER BY {order}) <= {k})"
+            f"(PARTITION BY __u ORDER BY {order}) <= {_window_limit(k, '__h')})"
         )
         return f"{prefix}_kept"
 
     def _distinct_groups(self, plan: Plan, groups: list[str], rows: str) -> str:
         """SQL of a relation with each group present in ``rows`` at least once and no
-        other key (columns named as ``groups``, in their canonical SQL form). With
-        public keys, the keys themselves (the ``__keys`` table of :meth:`_rows`, cast
-        to their columns' canonical types, so that they hash and compare as the rows'
-        values do); a key no row has only adds a row that no pair joins."""
-        if plan.keys is None:
+        other key (columns named as ``groups``, in their canonical SQL form).
+
+        With public keys over several columns, the keys themselves (the ``__keys``
+        table of :meth:`_rows`, cast to their columns' canonical types, so that they
+        hash and compare as the rows' values do; a key no row has only adds a row that
+        no pair joins). Otherwise a scan of the group columns of ``rows``: one key
+        column's keys are bound once, in the IN list, because DuckDB binds a parameter
+        in ~25 us (10^5 keys: 2.5 s), and a second copy of them would double that."""
+        if plan.keys is None or len(groups) == 1:
             return f"SELECT DISTINCT {', '.join(groups)} FROM {rows}"
         types = self._key_types(plan)
         columns = []
@@ -752,7 +763,8 @@ class SqlEngine:
         # or more (576-719 MiB against 544-557 MiB) and was no faster.
         ctes.append(
             f"__dvb{i} AS (SELECT * FROM {source} QUALIFY row_number() OVER "
-            f"(PARTITION BY {pair_keys} ORDER BY {keyed.finish('__hl')}, __v) <= {m})"
+            f"(PARTITION BY {pair_keys} ORDER BY {keyed.finish('__hl')}, __v) <= "
+            f"{_window_limit(m, '__hl')})"
         )
         keys = ", ".join(groups)
         if groups:
