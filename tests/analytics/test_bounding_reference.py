@@ -88,12 +88,17 @@ def engine_counts(
     return {key: values[0] for key, values in session._engine.aggregate(compiled.plan).items()}
 
 
-@pytest.mark.parametrize(("max_groups", "max_rows"), [(1, 1), (3, 2), (7, 4)], ids=str)
-def test_public_text_keys_keep_the_rules_groups(max_groups: int, max_rows: int) -> None:
+@pytest.mark.parametrize(
+    ("max_groups", "max_rows", "unseen"), [(1, 1, 1), (3, 2, 1), (7, 4, 1), (3, 2, 400)], ids=str
+)
+def test_public_text_keys_keep_the_rules_groups(
+    max_groups: int, max_rows: int, unseen: int
+) -> None:
     frame = people(1)
-    # Every second region is a key, and one key is in no row: rows of other regions
-    # are dropped before any person's groups are ranked (they must not use up slots).
-    keys = [*sorted(set(frame["region"]))[::2], "never seen"]
+    # Every second region is a key, and keys in no row: rows of other regions are
+    # dropped before any person's groups are ranked (they must not use up slots). With
+    # 400 keys no row has, the distinct groups come from a scan (more than FEW_KEYS).
+    keys = [*sorted(set(frame["region"]))[::2], *(f"never seen {i}" for i in range(unseen))]
     query = (
         Query()
         .group_by("region", keys=KeySet.from_values(region=keys))
