@@ -143,8 +143,8 @@ class SqlEngine:
     text = "VARCHAR"
     #: Step 3 computes the group slice of the keyed hash once per distinct group and
     #: joins it (:meth:`SqlEngine._keep_groups`), instead of once per (unit, group)
-    #: pair. Both forms keep the same groups; measured on DuckDB only (Spark uses the
-    #: same form, unmeasured: with private keys it reads the group columns twice).
+    #: pair. Both forms keep the same groups (the parity tests run DuckDB in one form
+    #: and Spark in the other); each engine takes the one measured faster on it.
     hash_groups_once = True
 
     def q(self, name: str) -> str:
