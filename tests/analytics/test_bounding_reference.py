@@ -12,7 +12,6 @@ several key columns and each key type the slice is computed for.
 
 from __future__ import annotations
 
-import hashlib
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
@@ -23,29 +22,13 @@ import pytest
 
 import dpkit as dp
 from dpkit.analytics import KeySet, Query
-from dpkit.analytics.engines._hash import HASH_PRIME, python_hash
+from dpkit.analytics.engines._hash import python_hash, python_integer_limbs, python_text_limbs
 
-P = HASH_PRIME
 SALT = 424242
 
 
-def trunc_div(a: int, b: int) -> int:
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b > 0) else -q
-
-
-def integer_limbs(x: int) -> list[int]:
-    q = trunc_div(x, P)
-    return [x % P, q % P, trunc_div(q, P) + 8, int(x < 0)]
-
-
-def text_limbs(text: str) -> list[int]:
-    digest = hashlib.md5(text.encode()).hexdigest()
-    return [int(digest[0:7], 16), int(digest[7:14], 16)]
-
-
 def limbs(value: Any) -> list[int]:
-    return text_limbs(value) if isinstance(value, str) else integer_limbs(int(value))
+    return python_text_limbs(value) if isinstance(value, str) else python_integer_limbs(int(value))
 
 
 def reference_counts(
@@ -56,7 +39,7 @@ def reference_counts(
     by_person: dict[int, list[tuple[int, tuple[Any, ...], int]]] = defaultdict(list)
     for key, rows in pairs.items():
         user, group = int(key[0]), tuple(key[1:])
-        person_limbs = integer_limbs(user) + [x for g in group for x in limbs(g)]
+        person_limbs = python_integer_limbs(user) + [x for g in group for x in limbs(g)]
         by_person[user].append((python_hash(SALT, person_limbs), group, int(rows)))
     out: dict[tuple[Any, ...], int] = defaultdict(int)
     for entries in by_person.values():

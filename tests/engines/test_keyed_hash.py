@@ -17,7 +17,13 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpkit.analytics.engines._hash import HASH_PRIME, KeyedHash, TypedPart, python_hash
+from dpkit.analytics.engines._hash import (
+    HASH_PRIME,
+    KeyedHash,
+    TypedPart,
+    python_hash,
+    python_integer_limbs,
+)
 from dpkit.analytics.engines.duckdb import DuckDBEngine
 from dpkit.analytics.engines.spark import SparkEngine
 
@@ -52,17 +58,6 @@ VALUES: dict[str, list[Any]] = {
     "DECIMAL(10,2)": [Decimal("1.50"), Decimal("-0.01"), Decimal("12345678.90")],
     "BLOB": [b"", b"\x00", b"\xff\xfe", b"abc"],
 }
-
-
-def trunc_div(a: int, b: int) -> int:
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b > 0) else -q
-
-
-def integer_limbs(x: int) -> list[int]:
-    """The SQL's limbs of a BIGINT, with truncating division and C's remainder."""
-    q = trunc_div(x, P)
-    return [x % P, q % P, trunc_div(q, P) + 8, int(x < 0)]
 
 
 def duckdb_hashes(type_name: str, values: list[Any]) -> list[int]:
@@ -103,7 +98,7 @@ def spark_hashes(spark: Any, type_name: str, values: list[Any]) -> list[int]:
 
 def test_sql_hash_of_integers_is_the_python_definition() -> None:
     values = VALUES["BIGINT"]
-    expected = [python_hash(SALT, integer_limbs(v)) for v in values]
+    expected = [python_hash(SALT, python_integer_limbs(v)) for v in values]
     assert duckdb_hashes("BIGINT", values) == expected
 
 

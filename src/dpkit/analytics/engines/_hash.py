@@ -243,3 +243,23 @@ def python_hash(salt: int, limbs: Sequence[int]) -> int:
     for i in _FINISH_KEYS:
         x = pow((x + keys[i]) % p, 5, p)
     return x
+
+
+def python_integer_limbs(x: int) -> list[int]:
+    """The limbs :meth:`KeyedHash.limbs` computes in SQL for a BIGINT, in Python
+    (truncating division and C's remainder, as the engines compute them; for tests)."""
+
+    def trunc_div(a: int, b: int) -> int:
+        quotient = abs(a) // abs(b)
+        return quotient if (a >= 0) == (b > 0) else -quotient
+
+    p = HASH_PRIME
+    q = trunc_div(x, p)
+    return [x % p, q % p, trunc_div(q, p) + 8, int(x < 0)]
+
+
+def python_text_limbs(text: str) -> list[int]:
+    """The limbs :meth:`KeyedHash.limbs` computes in SQL for a string: 56 bits of the
+    md5 of its UTF-8 bytes, as two 28-bit integers (for tests)."""
+    digest = hashlib.md5(text.encode()).hexdigest()
+    return [int(digest[0:7], 16), int(digest[7:14], 16)]
