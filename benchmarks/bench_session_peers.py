@@ -333,6 +333,35 @@ def case_dpkit(path: Path, work: Workload) -> Case:
     return Case("dpkit Session", Path(sys.executable), code, "ε = 1 (pure DP, add/remove person)")
 
 
+def case_dpkit_spark(path: Path, work: Workload) -> Case:
+    """dpkit's Session on the same local Spark as Tumult's case (issue 34: at least 5x
+    faster than Tumult on Spark, in the same run)."""
+    code = (
+        _SPARK_SETUP
+        + f"""
+        import dpkit as dp
+        from dpkit.analytics import KeySet, Query
+        df = spark.read.parquet('{path}')
+        session = dp.Session.from_spark(df, privacy_unit='user_id', budget=dp.PureDP(1.0))
+        query = (
+            Query()
+            .group_by('grp', keys=KeySet.from_values(grp=list(range({work.groups}))))
+            .bound(max_groups={MAX_GROUPS}, max_rows={MAX_ROWS_PER_GROUP})
+            .count()
+            .sum('value', bounds=({LOW}, {HIGH}))
+        )
+        result = session.evaluate(query, budget=dp.PureDP(1.0))
+        assert len(result.dataframe) == {work.groups}
+    """
+    )
+    return Case(
+        "dpkit Session on Spark (local spark)",
+        Path(sys.executable),
+        code,
+        "ε = 1 (pure DP, add/remove person)",
+    )
+
+
 CASES: dict[str, Callable[[Path, Workload], Case | str]] = {
     "duckdb": case_duckdb,
     "polars": case_polars,
@@ -341,32 +370,50 @@ CASES: dict[str, Callable[[Path, Workload], Case | str]] = {
     "pipelinedp-local": case_pipelinedp_local,
     "pipelinedp-spark": case_pipelinedp_spark,
     "dpkit": case_dpkit,
+    "dpkit-spark": case_dpkit_spark,
 }
 
 
 # --- timing and reporting ------------------------------------------------------------
 
 
-def time_case(case: Case, repeat: int, timeout: float) -> tuple[list[float], str]:
-    """Wall-clock seconds of each run of the whole process, and an error if one failed."""
+def time_once(case: Case, timeout: float) -> tuple[float | None, str]:
+    """Wall-clock seconds of one run of the whole process, or an error."""
     if not case.python.exists():
-        return [], f"interpreter {case.python} not found (see the docstring for the venvs)"
-    times: list[float] = []
-    code = textwrap.dedent(case.code)
+        return None, f"interpreter {case.python} not found (see the docstring for the venvs)"
+    start = time.perf_counter()
+    try:
+        done = subprocess.run(
+            [str(case.python), "-c", textwrap.dedent(case.code)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        return None, f"timed out after {timeout:.0f} s"
+    elapsed = time.perf_counter() - start
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+        return None, "failed: " + " | ".join(tail)
+    return elapsed, ""
+
+
+def time_interleaved(
+    cases: dict[str, Case], repeat: int, timeout: float
+) -> dict[str, tuple[list[float], str]]:
+    """Each round runs every case once, in order (a change in the machine's load hits
+    them alike); a case that fails is not run again."""
+    out: dict[str, tuple[list[float], str]] = {name: ([], "") for name in cases}
     for _ in range(repeat):
-        start = time.perf_counter()
-        try:
-            done = subprocess.run(
-                [str(case.python), "-c", code], capture_output=True, text=True, timeout=timeout
-            )
-        except subprocess.TimeoutExpired:
-            return times, f"timed out after {timeout:.0f} s"
-        elapsed = time.perf_counter() - start
-        if done.returncode != 0:
-            tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-            return times, "failed: " + " | ".join(tail)
-        times.append(elapsed)
-    return times, ""
+        for name, case in cases.items():
+            times, error = out[name]
+            if error:
+                continue
+            seconds, error = time_once(case, timeout)
+            if seconds is not None:
+                times.append(seconds)
+            out[name] = (times, error)
+    return out
 
 
 def versions(python: Path, packages: list[str]) -> str:
@@ -417,14 +464,20 @@ def main() -> None:
 
     names = args.only or [n for n in CASES if n != "pipelinedp-spark" or args.spark_pipelinedp]
     rows: list[tuple[str, float | None, str, str]] = []
+    cases: dict[str, Case] = {}
     for name in names:
         case = CASES[name](path, work)
         if isinstance(case, str):
             print(f"{name}: skipped: {case}", flush=True)
             rows.append((name, None, "", f"skipped: {case}"))
-            continue
-        # Spark gets a longer first run (JVM start-up); every run is counted the same.
-        times, error = time_case(case, args.repeat, args.timeout)
+        else:
+            cases[name] = case
+    load_before = os.getloadavg()[0]
+    # Every run is counted the same (a Spark case's runs each start a JVM).
+    timed = time_interleaved(cases, args.repeat, args.timeout)
+    print(f"load average (1 min) before {load_before:.2f}, after {os.getloadavg()[0]:.2f}")
+    for name, case in cases.items():
+        times, error = timed[name]
         median = statistics.median(times) if times and not error else None
         note = error or ", ".join(f"{t:.2f}" for t in times)
         shown = "" if median is None else f"{median:.2f} s"
