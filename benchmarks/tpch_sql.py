@@ -421,34 +421,62 @@ GROUP BY l_shipmode ORDER BY l_shipmode""",
         "c_count FROM customer LEFT OUTER JOIN orders ON c_custkey = o_custkey AND o_comment "
         "NOT LIKE '%special%requests%' GROUP BY c_custkey) AS c_orders GROUP BY c_count"
     )
+    # Q13's DP form: the per-customer count is a subquery grouped by the privacy unit
+    # (Query.per_person); TPC-H's extra ON condition on orders becomes a CASE inside the
+    # COUNT (the same counts: a customer whose orders all match still counts at 0).
+    # join_truncate 64: orders kept per customer (TPC-H gives each customer at most ~40
+    # at SF 1; a public cap, not read from the data).
+    b13 = Bounds(1, 1)
     q13 = TpchQuery(
         "Q13",
         "customer distribution",
         truth=q13_sql,
         groups=("c_count",),
         values=("custdist",),
-        bounds=Bounds(1, 40),
+        bounds=b13,
+        dpkit=_dp(
+            f"delta = {DELTA:g}, max_groups_contributed = {b13.groups}, "
+            f"max_rows_contributed = {b13.rows}, join_truncate = 64"
+        )
+        + """
+    c_count, COUNT(*) AS custdist
+FROM (SELECT c_custkey,
+             COUNT(CASE WHEN o_comment NOT LIKE '%special%requests%' THEN o_orderkey END)
+               AS c_count
+      FROM customer LEFT OUTER JOIN orders ON customer.c_custkey = orders.o_custkey
+      GROUP BY c_custkey) AS c_orders
+GROUP BY c_count""",
         qrlew=q13_sql,
-        gap="a histogram of a per-customer aggregate: FROM (SELECT c_custkey, COUNT(o_orderkey) "
-        "... GROUP BY c_custkey) GROUP BY c_count needs a subquery in FROM (refused: 'a "
-        "subquery would read a private table row by row'); Qrlew runs TPC-H's text as is",
+        note="the per-customer count is a subquery in FROM grouped by the privacy unit; "
+        "TPC-H's ON condition on o_comment is a CASE inside the COUNT (same counts); "
+        "c_count keys selected privately",
     )
     q18_sql = (
         "SELECT COUNT(*) AS n FROM orders WHERE o_orderkey IN (SELECT l_orderkey FROM lineitem "
         "GROUP BY l_orderkey HAVING SUM(l_quantity) > 300)"
     )
+    # Q18's DP form: the orders of more than 300 units, per customer and order (a
+    # subquery grouped by the privacy unit and the order), counted. join_truncate 7: an
+    # order has at most 7 lines in TPC-H; max_rows_contributed 4 large orders per customer.
+    b18 = Bounds(1, 4)
     q18 = TpchQuery(
         "Q18",
         "large volume orders, counted",
         truth=q18_sql,
         groups=(),
         values=("n",),
-        bounds=Bounds(1, 40),
+        bounds=b18,
+        dpkit=_dp(f"max_rows_contributed = {b18.rows}, join_truncate = 7")
+        + """
+    COUNT(*) AS n
+FROM (SELECT o_custkey, o_orderkey
+      FROM orders JOIN lineitem ON orders.o_orderkey = lineitem.l_orderkey
+      GROUP BY o_custkey, o_orderkey HAVING SUM(l_quantity) > 300) AS big_orders""",
         qrlew=q18_sql,
-        gap="TPC-H lists one row per customer and order (no DP form releases it); the DP "
-        "form counts the orders of more than 300 units: WHERE o_orderkey IN (SELECT "
-        "l_orderkey ... GROUP BY l_orderkey HAVING SUM(l_quantity) > 300) is a subquery "
-        "with HAVING, refused",
+        note="TPC-H lists one row per customer and order (no DP form releases it); the DP "
+        "form counts the orders of more than 300 units, as a subquery in FROM grouped by "
+        "customer and order with HAVING (TPC-H's IN (SELECT ... HAVING) reads lineitem "
+        "across customers: not a per-person subquery)",
     )
     return [q1, q1a, q3, q5, q6, q10, q12, q14, q13, q18]
 

@@ -427,3 +427,156 @@ def test_truncation_keeps_the_same_rows_with_integer_nulls(spark: Any) -> None:
     assert kept["duckdb"][:3] == kept["spark"]
     # The salt chooses: the NULL row is kept under some salts and not others.
     assert len({str(k) for k in kept["duckdb"]}) == 2
+
+
+# ---------------------------------------------------------------------------- per person
+# Query.per_person (dpkit.analytics._per_person): the per-person rows are computed from
+# one person's rows each, so removing a person removes that person's per-person rows and
+# changes no other; the query's exact integers then move within its sensitivity, as for
+# any other relation. The same joins as above, then a per-person step, then groups.
+
+
+@st.composite
+def per_person_queries(draw: st.DrawFn, database: Database) -> tuple[Query, bool]:
+    """A query with a per-person step, and whether the step groups by a column too."""
+    base = draw(st.sampled_from(["visits", "visits", "people"]), label="base")
+    chain = draw(st.sampled_from(CHAINS[base]), label="joins")
+    query = Query.from_table(base)
+    columns = set(BASE_COLUMNS[base])
+    for table, on, brought in chain:
+        how = draw(st.sampled_from(["inner", "left"]), label="how")
+        if table == "regions":
+            query = query.join(table, on=on, how=how)
+        else:
+            query = query.join(table, on=on, how=how, truncate=draw(st.integers(1, 3)))
+        columns |= set(brought)
+    if "duration" in columns and draw(st.booleans(), label="filter before"):
+        query = query.filter("duration >= 20")
+    # By: nothing, or a key column (doubles with NaN and -0.0, NULLs, strings).
+    by_options: list[tuple[str, ...]] = [()]
+    by_options += [(c,) for c in ("kind", "pkind", "region_id", "home") if c in columns]
+    by = draw(st.sampled_from(by_options), label="by")
+    aggregates: dict[str, Any] = {"n": "count"}
+    if "duration" in columns:
+        aggregates["total"] = ("sum", "duration")
+        aggregates["longest"] = ("max", "duration")
+        aggregates["long_visits"] = ("count", "CASE WHEN duration > 50 THEN 1 END")
+    if "age" in columns:
+        aggregates["age"] = ("mean", "age")
+    if "region" in columns:
+        aggregates["first_region"] = ("min", "region")
+    query = query.per_person(by=by, **aggregates)
+    if draw(st.booleans(), label="filter after"):
+        query = query.filter("n >= 2")
+    max_rows = draw(st.integers(1, 3), label="max_rows")
+    grouping = draw(st.sampled_from(["none", "bins", *(["by"] if by else [])]), label="groups")
+    if grouping == "none":
+        query = query.bound(max_rows=max_rows)
+    elif grouping == "bins":
+        query = query.group_by_bins("n", [0, 1, 2, 3, 5, 100]).bound(
+            max_groups=draw(st.integers(1, 3)), max_rows=max_rows
+        )
+    else:
+        query = query.group_by(by[0], keys="private").bound(
+            max_groups=draw(st.integers(1, 3)), max_rows=max_rows
+        )
+    query = query.count().sum("n", bounds=(0.0, 6.0)).count_distinct()
+    if "total" in aggregates:
+        query = query.sum("total", bounds=(0.0, 400.0)).mean("longest", bounds=(0.0, 130.0))
+        query = query.sum("long_visits", bounds=(0.0, 3.0))
+    if "age" in aggregates:
+        query = query.sum("age", bounds=(0.0, 99.0))
+    return query, bool(by)
+
+
+def per_person_rows(session: dp.Session, query: Query, salt: int = SALT) -> Rows:
+    """The per-person rows a query reads, per person (as the engine holds the unit)."""
+    view, _ = session._view_for(query, salt)
+    unit = list(view.columns).index(view._unit)
+    engine = view._engine
+    rows: Rows = {}
+    for row in engine._execute(f"SELECT * FROM {engine.relation} AS v", engine._relation_params):
+        comparable = tuple("NaN" if isinstance(v, float) and v != v else v for v in row)
+        rows.setdefault(row[unit], Counter())[comparable] += 1
+    return rows
+
+
+def exact_of(session: dp.Session, query: Query, salt: int = SALT) -> tuple[CompiledQuery, Exact]:
+    view, stripped = session._view_for(query, salt)
+    compiled = view._compile(stripped, 1.0, salt)
+    return compiled, view._engine.aggregate(compiled.plan)
+
+
+def per_person_within_sensitivity(data: st.DataObject) -> None:
+    database = data.draw(databases(), label="database")
+    budget = dp.ApproxDP(10.0, 1e-3)  # private keys for "by" groups
+    private, public = database.tables()
+    x, x_prime = (
+        dp.Session.from_tables(p, privacy_unit="uid", public=public, budget=budget, rng=1)
+        for p in (private, database.without(0).tables()[0])
+    )
+    removed = database.unit(0)
+    for _ in range(QUERIES_PER_DATABASE):
+        query, grouped = data.draw(per_person_queries(database), label="query")
+        (compiled, on_x), (compiled_prime, on_x_prime) = (
+            exact_of(x, query),
+            exact_of(x_prime, query),
+        )
+        assert compiled == compiled_prime  # public information only
+        sensitivities_are_the_bounds(compiled)
+        check_stable(compiled, on_x, on_x_prime, repr(query))
+        rows, rows_prime = per_person_rows(x, query), per_person_rows(x_prime, query)
+        assert removed not in rows_prime
+        assert {p: r for p, r in rows.items() if p != removed} == rows_prime
+        assert None not in rows  # rows with no person are dropped
+        if not grouped:
+            assert all(r.total() == 1 for r in rows.values())
+
+
+@settings(FAST)
+@given(data=st.data())
+def test_per_person_rows_are_one_persons_and_move_within_the_sensitivity(
+    data: st.DataObject,
+) -> None:
+    per_person_within_sensitivity(data)
+
+
+@pytest.mark.slow
+@settings(SLOW)
+@given(data=st.data())
+def test_per_person_rows_are_one_persons_and_move_within_the_sensitivity_large(
+    data: st.DataObject,
+) -> None:
+    per_person_within_sensitivity(data)
+
+
+def per_person_same_on_spark(data: st.DataObject) -> None:
+    database = data.draw(databases(), label="database")
+    private, public = database.tables()
+    duck, spark = (
+        dp.Session.from_tables(
+            private,
+            privacy_unit="uid",
+            public=public,
+            budget=dp.ApproxDP(10.0, 1e-3),
+            rng=1,
+            engine=engine,
+        )
+        for engine in ("duckdb", "spark")
+    )
+    for _ in range(2):
+        query, _ = data.draw(per_person_queries(database), label="query")
+        assert exact_of(duck, query) == exact_of(spark, query), repr(query)
+
+
+@settings(SPARK)
+@given(data=st.data())
+def test_per_person_spark_computes_duckdbs_integers(spark: Any, data: st.DataObject) -> None:
+    per_person_same_on_spark(data)
+
+
+@pytest.mark.slow
+@settings(SPARK_SLOW)
+@given(data=st.data())
+def test_per_person_spark_computes_duckdbs_integers_large(spark: Any, data: st.DataObject) -> None:
+    per_person_same_on_spark(data)

@@ -281,6 +281,58 @@ def statement(draw: st.DrawFn) -> str:
     return text
 
 
+_PERSON_VALUES = ["pn", "ps", "pm", "pa", "pc"]
+
+
+@st.composite
+def person_statement(draw: st.DrawFn) -> str:
+    """A statement over a subquery in FROM grouped by the privacy unit (the per-person
+    step), or over one that is not (refused on every table)."""
+    join = draw(st.sampled_from(_JOINS))
+    by = draw(st.sampled_from(["", "s", "d", "i"]))
+    key = draw(st.sampled_from(["uid", "t.uid", *(["uid"] * 3), "i"]))
+    group = ", ".join(g for g in (key, by) if g)
+    inner = [
+        "COUNT(*) AS pn",
+        f"SUM({draw(numeric(1))}) AS ps",
+        f"{draw(st.sampled_from(['MAX', 'MIN']))}({draw(st.sampled_from(['x', 'i', 'd', 's']))})"
+        " AS pm",
+        f"AVG({draw(st.sampled_from(['i', 'x', 'CAST(s AS FLOAT64)']))}) AS pa",
+        f"COUNT({draw(st.sampled_from(['d', 's', 'x']))}) AS pc",
+    ]
+    subquery = f"SELECT {group}, {', '.join(inner)} FROM t{join}"
+    if draw(st.booleans()):
+        subquery += f" WHERE {draw(predicate(1))}"
+    subquery += f" GROUP BY {group}"
+    if draw(st.booleans()):
+        having = draw(st.sampled_from(["pn > 1", "COUNT(*) >= 2", "SUM(i) > 0", "MAX(x) < ps"]))
+        subquery += f" HAVING {having}"
+    bounds = draw(_BOUNDS)
+    aggregates = ["COUNT(*) AS a0"]
+    for index, value in enumerate(
+        draw(st.lists(st.sampled_from(_PERSON_VALUES), min_size=1, max_size=3)), start=1
+    ):
+        fn = draw(st.sampled_from(["SUM", "AVG", "MAX", "PERCENTILE_CONT"]))
+        level = ", 0.5" if fn == "PERCENTILE_CONT" else ""
+        aggregates.append(
+            f"{fn}({value}{level}, contribution_bounds_per_row => {bounds}) AS a{index}"
+        )
+    options = ["epsilon = 0.01", "delta = 1e-9", "key_selection_delta = 1e-12"]
+    if draw(st.booleans()):
+        options.append(f"max_rows_contributed = {draw(st.sampled_from([1, 2]))}")
+    outer_group = draw(st.sampled_from(["", "pn", *([by] if by else [])]))
+    selected = [outer_group] if outer_group else []
+    text = (
+        f"SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS ({', '.join(options)}) "
+        f"{', '.join([*selected, *aggregates])} FROM ({subquery}) AS pp"
+    )
+    if draw(st.booleans()):
+        text += f" WHERE {draw(st.sampled_from(['pn >= 2', 'ps > 0', 'pp.pa IS NOT NULL']))}"
+    if outer_group:
+        text += f" GROUP BY {outer_group}"
+    return text
+
+
 # ------------------------------------------------------------------ the property
 def _left(session: dp.Session) -> object:
     try:
@@ -339,6 +391,21 @@ def test_every_statement_is_refused_on_every_table_or_runs_on_every_table_slow(t
     check(text)
 
 
+@settings(max_examples=25, **_SETTINGS)
+@given(text=person_statement())
+def test_every_per_person_statement_is_refused_everywhere_or_runs_everywhere(text: str) -> None:
+    check(text)
+
+
+@pytest.mark.slow
+@settings(max_examples=300, **_SETTINGS)
+@given(text=person_statement())
+def test_every_per_person_statement_is_refused_everywhere_or_runs_everywhere_slow(
+    text: str,
+) -> None:
+    check(text)
+
+
 def test_the_tables_differ_and_the_grammar_reaches_both_outcomes() -> None:
     # The property is not vacuous: the statements below run (on every table) or are
     # refused (on every table), and the crowd's keys are released where empty's are not.
@@ -354,3 +421,16 @@ def test_the_tables_differ_and_the_grammar_reaches_both_outcomes() -> None:
     check(grouped.replace("COUNT(*)", "COUNT(RAND())"))
     refused = outcome(sessions()["empty"], grouped.replace("COUNT(*)", "COUNT(RAND())"))
     assert refused[0] == "refused"
+
+
+def test_per_person_statements_reach_both_outcomes() -> None:
+    runs = (
+        "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, delta = 1e-9) COUNT(*) AS a0, "
+        "SUM(pn, contribution_bounds_per_row => (0, 5)) AS a1 "
+        "FROM (SELECT uid, COUNT(*) AS pn FROM t GROUP BY uid) AS pp"
+    )
+    check(runs)
+    assert outcome(sessions()["crowd"], runs)[0] == "ok"
+    row_by_row = runs.replace("SELECT uid,", "SELECT i,").replace("GROUP BY uid", "GROUP BY i")
+    check(row_by_row)
+    assert outcome(sessions()["crowd"], row_by_row)[0] == "refused"

@@ -32,7 +32,7 @@ from dpkit.analytics._order import ACCURACY_SUFFIX, ORDER_KINDS, OrderSpec, orde
 from dpkit.analytics._plan import PartScope, Plan, Statistic
 from dpkit.analytics.engines import is_numeric, quote
 from dpkit.analytics.query import Aggregation, KeySet, Query, TableKeys
-from dpkit.errors import DataError, InvalidParameter
+from dpkit.errors import DataError, InternalError, InvalidParameter
 
 __all__ = ["CompiledQuery", "StatisticSpec", "compile_query"]
 
@@ -288,6 +288,8 @@ def compile_query(
         raise InvalidParameter(
             f"{owner}: the query has no aggregation (add .count(), .sum(), ...)."
         )
+    if query.per_person_step is not None:
+        raise InternalError("the Session resolves Query.per_person before compiling; a bug.")
     if query.table is not None or query.joins or isinstance(query.keys, TableKeys):
         # The Session resolves them (Session._view_for) before compiling.
         raise InvalidParameter(

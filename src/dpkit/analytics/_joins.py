@@ -277,15 +277,29 @@ class _Builder:
         keyed = self.engine._hash(self.salt)
         selected = ", ".join(_q(self.engine, c) for c in columns)
         ranked = ", ".join([f"{keyed.finish('__dpkit_hl')} ASC NULLS FIRST", *order])
+        keys = ["__dpkit_tu", *(f"__dpkit_tk{i}" for i in range(len(per)))]
+        partition = ", ".join(keys)
         # The columns by name (never *): a table column may not shadow dpkit's own
         # (names starting with __dpkit are refused at creation, _catalog).
-        sql = (
-            f"SELECT {selected} FROM (SELECT {selected}, {keyed.linear(parts)} AS __dpkit_hl, "
-            f"{unit_sql} AS __dpkit_tu FROM ({source}) AS __t WHERE {unit_sql} IS NOT NULL) "
-            f"AS __h QUALIFY row_number() OVER (PARTITION BY "
-            f"{', '.join(['__dpkit_tu', *per])} ORDER BY {ranked}) <= {int(cap)}"
+        per_keys = "".join(f", {p} AS __dpkit_tk{i}" for i, p in enumerate(per))
+        counted = (
+            f"SELECT *, count(*) OVER (PARTITION BY {partition}) AS __dpkit_tn FROM (SELECT "
+            f"{selected}, {keyed.linear(parts)} AS __dpkit_hl, {unit_sql} AS __dpkit_tu"
+            f"{per_keys} FROM ({source}) AS __t WHERE {unit_sql} IS NOT NULL) AS __h"
         )
-        return sql, params
+        # A person's rows of one key value that are at most ``cap`` are all kept, as
+        # the ranking would keep them (their ranks are 1..n <= cap): only the others are
+        # ranked. The same rows as ranking every row, without sorting the rows of the
+        # persons within the cap (TPC-H's orders, one row per order: no sort at all).
+        # Measured on TPC-H SF 1 orders: 0.12 s against 0.49 s for the ranking of all
+        # rows (benchmarks/results/tpch_sql.md).
+        sql = (
+            f"SELECT {selected} FROM ({counted}) AS __c WHERE __dpkit_tn <= {int(cap)} "
+            f"UNION ALL SELECT {selected} FROM (SELECT * FROM ({counted}) AS __c WHERE "
+            f"__dpkit_tn > {int(cap)}) AS __o QUALIFY row_number() OVER (PARTITION BY "
+            f"{partition} ORDER BY {ranked}) <= {int(cap)}"
+        )
+        return sql, [*params, *params]
 
     @staticmethod
     def _order_keys(x: str, canonical: str, type_name: str) -> list[str]:
@@ -451,7 +465,15 @@ def _used_columns(query: Query) -> set[str] | None:
     used |= {source for _, source, _ in query.bins}
     used |= {a.column for a in query.aggregations if a.column is not None}
     used |= {left for join in query.joins for left, _ in join.on}
-    for expression in (*query.filters, *(e for _, e in query.derived)):
+    expressions = [*query.filters, *(e for _, e in query.derived)]
+    step = query.per_person_step
+    if step is not None:
+        # The per-person step reads the joined rows (the query after it reads its
+        # output, whose names are not joined columns: harmless here).
+        used |= set(step.by)
+        expressions += [*step.filters, *(e for _, e in step.derived)]
+        expressions += [e for _, _, e in step.aggregates if e is not None]
+    for expression in expressions:
         try:
             tree = sqlglot.parse_one(expression, read="duckdb")
         except (sqlglot.errors.ParseError, RecursionError):

@@ -119,12 +119,33 @@ def _read_options(text: str, tokens: list[Any], j: int, clause: Clause) -> int:
             raise SqlError("Expected ',' or ')' in OPTIONS.", text, tokens[j].start)
 
 
-def _value(text: str, tokens: list[Any], j: int) -> tuple[Any, int]:
-    """One option value: a number (with a sign), a string, TRUE/FALSE/NULL or a name."""
+def _value(text: str, tokens: list[Any], j: int, nested: int = 0) -> tuple[Any, int]:
+    """One option value: a number (with a sign), a string, TRUE/FALSE/NULL, a name, or a
+    list ``[v, ...]`` of scalars or of tuples ``(v, ...)`` (the KEYS hint
+    ``group_keys = [...]``)."""
     from sqlglot import TokenType
 
     if j >= len(tokens):
         raise SqlError("Expected an option value.", text, len(text))
+    if tokens[j].text in ("[", "(") and nested < 2 and (tokens[j].text == "[") == (nested == 0):
+        close = "]" if tokens[j].text == "[" else ")"
+        items: list[Any] = []
+        j += 1
+        while True:
+            if j >= len(tokens):
+                raise SqlError(f"Expected '{close}'.", text, len(text))
+            if tokens[j].text == close and (items or close == "]"):
+                return (items if close == "]" else tuple(items)), j + 1
+            item, j = _value(text, tokens, j, nested + 1)
+            if isinstance(item, _Name):
+                raise SqlError(
+                    "A key is a number, a string or a boolean.", text, tokens[j - 1].start
+                )
+            items.append(item)
+            if j < len(tokens) and tokens[j].text == ",":
+                j += 1
+            elif j < len(tokens) and tokens[j].text != close:
+                raise SqlError(f"Expected ',' or '{close}'.", text, tokens[j].start)
     sign = 1.0
     token = tokens[j]
     if token.text in ("-", "+"):

@@ -155,10 +155,15 @@ class _Translator:
         self.sources: dict[str, _Source] = {}
         self.base_columns: set[str] = set()
         self.single_unit = next(iter(tables.values())).unit if single else None
+        #: The subquery being read (errors without a position of their own use its).
+        self.context: Any = None
 
     # ------------------------------------------------------------------ errors
     def error(self, message: str, node: Any = None, at: int | None = None) -> SqlError:
         start = at if at is not None else (position_of(node) if node is not None else None)
+        if start is None and self.context is not None:
+            # A node without a located token (DISTINCT, GROUP BY ALL): the subquery's.
+            start = position_of(self.context)
         return SqlError(message, self.text, start)
 
     def option_error(self, key: str, message: str) -> SqlError:
@@ -179,6 +184,12 @@ class _Translator:
                 "FROM and JOIN read the Session's tables by name (with an optional alias); "
                 "a subquery, table function, sample or qualified name is not allowed.",
                 node,
+            )
+        if self.alias_columns(node):
+            raise self.error(
+                "A column list after a table's alias is not supported: the columns keep "
+                "their names.",
+                node.args["alias"],
             )
         name = node.name
         if self.single:
@@ -237,6 +248,9 @@ class _Translator:
         dpkit's canonical SQL; the allowlist check follows at compile time)."""
         from sqlglot import exp
 
+        if isinstance(node, exp.Column):
+            # A bare column (COUNT(t.x)): the loop below replaces children only.
+            node = exp.column(self.column(node), quoted=True)
         for child in list(node.walk()):
             if isinstance(child, exp.Length):
                 # BigQuery's LENGTH renders for DuckDB as a CASE over TYPEOF, which the
@@ -357,7 +371,10 @@ class _Translator:
         return statement
 
     def from_clause(self, from_: Any, joins: list[Any]) -> Query:
+        from sqlglot import exp
 
+        if isinstance(from_.this, exp.Subquery):
+            return self.per_person(from_.this, joins)
         base_name, base = self.table(from_.this)
         self.register_alias(from_.this, base_name, _Source(True, base.schema, {}, "", set()))
         self.base_columns = set(base.schema)
@@ -412,6 +429,183 @@ class _Translator:
                 raise self.error(str(err), join) from None
             known |= {c for c in view.schema if c not in hidden}
         return query
+
+    # ------------------------------------------------------------------ per person
+    def per_person(self, node: Any, joins: list[Any]) -> Query:
+        """``FROM (SELECT unit, ..., AGG(x) AS name FROM ... GROUP BY unit, ...
+        [HAVING ...]) AS alias``: the per-person step (Query.per_person). A subquery
+        that does not group by the privacy unit would read a private table row by row
+        and is refused."""
+        from sqlglot import exp
+
+        if joins:
+            raise self.error(
+                "A JOIN after a subquery is not supported: join inside the subquery.", joins[0]
+            )
+        extra = [k for k, v in node.args.items() if v and k not in ("this", "alias")]
+        inner = node.this
+        self.context = node
+        if self.alias_columns(node):
+            raise self.error(
+                "A column list after the subquery's alias is not supported: name the "
+                "columns inside (AS name).",
+                node.args["alias"],
+            )
+        if extra or not isinstance(inner, exp.Select):
+            raise self.error("A subquery in FROM is one SELECT ... GROUP BY (with an alias).", node)
+        allowed = ("expressions", "from_", "from", "joins", "where", "group", "having")
+        for key, value in inner.args.items():
+            if key not in allowed and value:
+                first = value[0] if isinstance(value, list) else value
+                at = first if isinstance(first, exp.Expression) else inner
+                raise self.error(f"{key.upper()} is not supported in a subquery.", at)
+        from_ = inner.args.get("from_") or inner.args.get("from")
+        if from_ is None:
+            raise self.error("The subquery reads a table: add FROM.", inner)
+        if isinstance(from_.this, exp.Subquery):
+            raise self.error("Subqueries in FROM nest one level deep.", from_.this)
+        query = self.from_clause(from_, inner.args.get("joins") or [])
+        if self.single:
+            self.unit = self.single_unit
+        unit = self.unit
+        group = inner.args.get("group")
+        unit_first = (
+            f"A subquery in FROM must GROUP BY the privacy unit column {unit!r}: each of "
+            "its rows is then one person's aggregate. Any other subquery would read a "
+            "private table row by row."
+        )
+        if unit is None:
+            raise self.error(
+                "A subquery in FROM aggregates per person, and this Session has no privacy "
+                "unit (each row is a person): select from the table directly.",
+                node,
+            )
+        if group is None or any(v for k, v in group.args.items() if k != "expressions"):
+            raise self.error(unit_first, group if group is not None else inner)
+        self.schema = dict(self.joined_schema(query))
+        where = inner.args.get("where")
+        if where is not None:
+            query = query.filter(self.expression(where.this))
+        by: list[str] = []
+        grouped_by_unit = False
+        for item in group.expressions:
+            if not isinstance(item, exp.Column):
+                raise self.error("A subquery in FROM groups by columns only.", item)
+            name = self.column(item)
+            if name == unit:
+                grouped_by_unit = True
+            elif name not in by:
+                by.append(name)
+        if not grouped_by_unit:
+            raise self.error(unit_first, group)
+        aggregates: dict[str, str | tuple[str, str]] = {}
+        calls: dict[str, str] = {}
+        for item in inner.expressions:
+            alias = item.alias if isinstance(item, exp.Alias) else None
+            value = item.this if isinstance(item, exp.Alias) else item
+            if isinstance(value, exp.Column):
+                name = self.column(value)
+                if name != unit and name not in by:
+                    raise self.error(
+                        "A selected column must be in GROUP BY or inside an aggregate.", value
+                    )
+                if alias and alias != name:
+                    raise self.error(
+                        "A group column of a subquery keeps its name; rename it outside.", item
+                    )
+                continue
+            if not (isinstance(value, exp.Anonymous) and value.name.upper() in _AGGREGATES):
+                raise self.error(
+                    "A subquery selects its GROUP BY columns and aggregates (AS name).", value
+                )
+            if not alias:
+                raise self.error("Name each aggregate of the subquery (AS name).", value)
+            if alias.casefold() in {n.casefold() for n in [unit, *by, *aggregates]}:
+                raise self.error(f"The subquery's column {alias!r} is named twice.", item)
+            aggregates[alias] = self.person_aggregate(value)
+            calls.setdefault(value.sql(), alias)
+        having = inner.args.get("having")
+        condition = having.this.copy() if having is not None else None
+        if isinstance(condition, exp.Literal | exp.Binary) and not isinstance(
+            condition, exp.Predicate | exp.Connector
+        ):
+            # A number, a string or arithmetic is no condition (the compiler would say
+            # so too, without a position).
+            raise self.error(
+                "HAVING takes a condition (a comparison, IS NULL, IN, AND/OR...).", having
+            )
+        if condition is not None:
+            # An aggregate in HAVING is the subquery's column of the same call, or one
+            # more (hidden) column of the per-person rows.
+            for call in list(condition.find_all(exp.Anonymous)):
+                if call.name.upper() not in _AGGREGATES:
+                    continue
+                found = calls.get(call.sql())
+                if found is None:
+                    taken = {n.casefold() for n in [unit, *by, *aggregates]}
+                    name, i = "having_1", 1
+                    while name.casefold() in taken:
+                        i += 1
+                        name = f"having_{i}"
+                    aggregates[name] = self.person_aggregate(call)
+                    calls[call.sql()] = found = name
+                replacement = exp.column(found, quoted=True)
+                if call is condition:  # HAVING MAX(flag): the condition is the call
+                    condition = replacement
+                else:
+                    call.replace(replacement)
+        if not aggregates:
+            raise self.error("The subquery needs at least one aggregate (AS name).", inner)
+        try:
+            query = query.per_person(aggregates, by=by)
+        except DPError as err:
+            raise self.error(str(err), inner) from None
+        # The statement around the subquery reads the per-person rows, by the alias.
+        try:
+            self.schema = dict(self.joined_schema(query))
+        except DPError as err:  # an aggregate's type, say: the builder's words
+            raise self.error(str(err), inner) from None
+        self.aliases, self.sources = {}, {}
+        self.register_alias(node, "(subquery)", _Source(True, self.schema, {}, "", set()))
+        self.base_columns = set(self.schema)
+        if condition is not None:
+            query = query.filter(self.expression(condition))
+        return query
+
+    @staticmethod
+    def alias_columns(node: Any) -> bool:
+        """Whether ``node``'s alias renames its columns (``AS t(a, b)``)."""
+        alias = node.args.get("alias")
+        return bool(alias is not None and alias.args.get("columns"))
+
+    def person_aggregate(self, node: Any) -> str | tuple[str, str]:
+        """An aggregate of one person's rows: ``"count"`` or ``(kind, expression)``."""
+        from sqlglot import exp
+
+        function = node.name.upper()
+        kinds = {"COUNT": "count", "SUM": "sum", "AVG": "mean", "MIN": "min", "MAX": "max"}
+        if function not in kinds:
+            raise self.error(
+                f"{function} is not an aggregate of one person's rows; use COUNT, SUM, AVG, "
+                "MIN or MAX in a subquery (the DP aggregates go in the outer SELECT).",
+                node,
+            )
+        if len(node.expressions) != 1 or isinstance(node.expressions[0], exp.Kwarg):
+            raise self.error(
+                f"{function} in a subquery takes one argument and no bounds (it is one "
+                "person's own value; the outer SELECT bounds it).",
+                node,
+            )
+        argument = node.expressions[0]
+        if any(isinstance(n, exp.Order) for n in argument.walk()):
+            raise self.error(f"ORDER BY inside {function}(...) is not supported.", node)
+        if isinstance(argument, exp.Star):
+            if function != "COUNT":
+                raise self.error(f"{function}(*) is not an aggregate.", argument)
+            return "count"
+        if isinstance(argument, exp.Distinct):
+            raise self.error(f"{function}(DISTINCT ...) is not supported in a subquery.", node)
+        return kinds[function], self.expression(argument.copy())
 
     def join_keys(
         self, join: Any, name: str, view: TableView, known: set[str]
@@ -524,6 +718,8 @@ class _Translator:
         from) or private key selection."""
         columns = tuple(groups.values())
         option = self.clause.options.get("group_keys")
+        if isinstance(option, list):
+            return {"keys": self.listed_keys(option, columns)}
         if option is not None:
             text = str(option)
             if text in self.tables and not self.single:
@@ -543,6 +739,22 @@ class _Translator:
         delta = self.clause.options.get("key_selection_delta")
         selection = KeySelection() if delta is None else KeySelection(delta=float(delta))
         return {"keys": "private", "selection": selection}
+
+    def listed_keys(self, listed: list[Any], columns: tuple[str, ...]) -> KeySet:
+        """The KEYS hint: ``group_keys = [v, ...]`` (one group column) or
+        ``[(v, w), ...]`` (several), public keys written in the statement."""
+        try:
+            if len(columns) == 1 and not any(isinstance(v, tuple) for v in listed):
+                return KeySet.from_values(**{columns[0]: listed})
+            if all(isinstance(v, tuple) and len(v) == len(columns) for v in listed):
+                return KeySet.from_tuples(columns, listed)
+        except DPError as err:
+            raise self.option_error("group_keys", str(err)) from None
+        raise self.option_error(
+            "group_keys",
+            "group_keys = [...] lists the groups: values for one group column, tuples "
+            f"(a, b, ...) for several; this statement groups by {', '.join(columns)}.",
+        )
 
     def bound(self, query: Query, grouped: bool) -> Query:
         """Contribution bounds: ``max_groups_contributed`` (default 1, as BigQuery) and

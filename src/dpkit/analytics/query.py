@@ -30,7 +30,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from dpkit import _validation as check
 from dpkit.errors import InvalidParameter
@@ -40,6 +40,7 @@ __all__ = [
     "Join",
     "KeySelection",
     "KeySet",
+    "PerPerson",
     "PrivateBounds",
     "Query",
     "TableKeys",
@@ -166,6 +167,71 @@ class TableKeys:
 
 
 JoinHow = Literal["inner", "left"]
+
+#: Aggregates of one person's rows (:meth:`Query.per_person`).
+PersonAggregateKind = Literal["count", "sum", "mean", "min", "max"]
+PERSON_AGGREGATES: tuple[str, ...] = ("count", "sum", "mean", "min", "max")
+
+
+@dataclass(frozen=True, slots=True)
+class PerPerson:
+    """The per-person step of a query (build with :meth:`Query.per_person`): the rows
+    (after the joins, ``filters`` and ``derived`` columns given before the step) are
+    replaced by one row per person and value of ``by``, holding the person's privacy
+    unit, ``by`` and each ``(name, kind, expression)`` of ``aggregates`` computed over
+    that person's rows (``expression`` None: ``count`` of rows). Why it is stable:
+    ``dpkit.analytics._per_person``."""
+
+    by: tuple[str, ...]
+    aggregates: tuple[tuple[str, PersonAggregateKind, str | None], ...]
+    filters: tuple[str, ...] = ()
+    derived: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        # Checked however the step is made (the builder, or by hand: a frozen dataclass
+        # is public): the Session writes SQL from these fields (found by the review).
+        owner = "PerPerson"
+
+        def names(value: object, what: str) -> tuple[str, ...]:
+            if not isinstance(value, tuple):
+                raise InvalidParameter.for_parameter(what, owner, "a tuple", value)
+            return tuple(_check_name(v, owner, what) for v in value)
+
+        names(self.by, "by")
+        if not isinstance(self.aggregates, tuple) or not self.aggregates:
+            raise InvalidParameter.for_parameter(
+                "aggregates",
+                owner,
+                "a non-empty tuple of (name, kind, expression)",
+                self.aggregates,
+            )
+        for item in self.aggregates:
+            if not (isinstance(item, tuple) and len(item) == 3):
+                raise InvalidParameter.for_parameter(
+                    "aggregates", owner, "(name, kind, expression) triples", item
+                )
+            name, kind, expression = item
+            _check_name(name, owner, "aggregate name")
+            if kind not in PERSON_AGGREGATES or (expression is None and kind != "count"):
+                raise InvalidParameter.for_parameter(
+                    "aggregates", owner, f"a kind of {PERSON_AGGREGATES} (None: count)", item
+                )
+            if expression is not None and (
+                not isinstance(expression, str) or not expression.strip()
+            ):
+                raise InvalidParameter.for_parameter(
+                    "aggregates", owner, "a non-empty SQL expression", item
+                )
+        if not isinstance(self.filters, tuple) or not all(
+            isinstance(f, str) and f.strip() for f in self.filters
+        ):
+            raise InvalidParameter.for_parameter("filters", owner, "SQL expressions", self.filters)
+        if not isinstance(self.derived, tuple):
+            raise InvalidParameter.for_parameter("derived", owner, "a tuple", self.derived)
+        for pair in self.derived:
+            if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[1], str)):
+                raise InvalidParameter.for_parameter("derived", owner, "(name, expression)", pair)
+            _check_name(pair[0], owner, "derived column")
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,6 +386,8 @@ class Query:
     #: Session's only private table).
     table: str | None = None
     joins: tuple[Join, ...] = ()
+    #: Rows aggregated per person before grouping (:meth:`per_person`).
+    per_person_step: PerPerson | None = None
 
     # --------------------------------------------------------------- tables
     @classmethod
@@ -373,6 +441,11 @@ class Query:
         """
         owner = "Query.join"
         name = _check_name(table, owner, "table")
+        if self.per_person_step is not None:
+            raise InvalidParameter(
+                f"{owner}: joins come before Query.per_person (the per-person rows are "
+                "computed from the joined rows)."
+            )
         if isinstance(on, str):
             pairs: tuple[tuple[str, str], ...] = ((on, on),)
         elif isinstance(on, Mapping):
@@ -408,6 +481,114 @@ class Query:
                 )
         step = Join(name, pairs, how, chosen, cap)
         return replace(self, joins=(*self.joins, step))
+
+    # --------------------------------------------------------------- per person
+    def per_person(
+        self,
+        aggregates: Mapping[str, str | tuple[str, str]] | None = None,
+        /,
+        *,
+        by: str | Sequence[str] = (),
+        **named: str | tuple[str, str],
+    ) -> Query:
+        """Replace the rows by one row per person (and per value of ``by``) that holds
+        aggregates of that person's rows; later filters, derived columns, groups, bounds
+        and aggregations read these rows.
+
+        This is how a statistic *of persons* is asked: a histogram of the number of
+        orders per customer (TPC-H Q13), the number of orders above 300 units (Q18),
+        the mean of each person's largest purchase.
+
+        Parameters
+        ----------
+        by:
+            Columns grouped with the person (default: none, one row per person). Each
+            must have a canonical form (numbers, decimals, strings, booleans, dates,
+            timestamps); rows are grouped in that form (``dpkit.analytics._canonical``).
+        aggregates, **named:
+            ``{name: (kind, expression)}`` and/or ``name=(kind, expression)``, with
+            ``kind`` one of ``"count"`` (non-NULL values of ``expression``), ``"sum"``,
+            ``"mean"`` (exact: each value clamped to +-2^46 and rounded to a multiple
+            of 2^-16, summed as integers; returned as DOUBLE), ``"min"``, ``"max"``; or
+            ``name="count"`` for the person's number of rows. The expression is a
+            public SQL expression over the rows, as in :meth:`with_column`. DOUBLE
+            and text values of the unit, ``by``, ``min`` and ``max`` come in their
+            canonical form (one zero, NaN as NULL; strings byte-wise).
+
+        Filters and derived columns added *before* this call apply to the rows the step
+        reads (SQL's ``WHERE`` inside the subquery); those added after apply to the
+        per-person rows (``HAVING``, and the outer ``WHERE``).
+
+        Privacy
+        -------
+        Each output row is a function of one person's rows (the privacy unit is one of
+        the grouped columns), so adding or removing a person adds or removes that
+        person's output rows only, never more of them than the person had rows: the
+        step is stable for the Session's neighbour relation, and :meth:`bound` then
+        bounds each person's contribution as usual. With ``by`` empty a person has
+        exactly one row (``bound(max_rows=1)`` loses nothing). Details:
+        ``dpkit.analytics._per_person``.
+        """
+        owner = "Query.per_person"
+        if self.per_person_step is not None:
+            raise InvalidParameter(f"{owner}: the query already has a per-person step.")
+        later = [
+            what
+            for what, given in (
+                ("group_by", self.group_columns),
+                ("bound", self.max_groups is not None or self.max_rows is not None),
+                ("an aggregation", self.aggregations),
+            )
+            if given
+        ]
+        if later:
+            raise InvalidParameter(
+                f"{owner}: call per_person before {later[0]} (they read the per-person rows)."
+            )
+        if isinstance(by, str):
+            by = (by,)
+        if not isinstance(by, Sequence):
+            raise InvalidParameter.for_parameter("by", owner, "a column name or names", by)
+        columns = tuple(_check_name(c, owner, "by") for c in by)
+        if len({c.casefold() for c in columns}) != len(columns):
+            raise InvalidParameter.for_parameter("by", owner, "distinct column names", by)
+        if aggregates is not None and not isinstance(aggregates, Mapping):
+            raise InvalidParameter.for_parameter(
+                "aggregates", owner, "a mapping {name: (kind, expression)}", aggregates
+            )
+        given = [*(aggregates or {}).items(), *named.items()]
+        if not given:
+            raise InvalidParameter(
+                f"{owner}: give at least one aggregate, e.g. orders=('count', 'order_id')."
+            )
+        steps: list[tuple[str, PersonAggregateKind, str | None]] = []
+        for name, spec in given:
+            _check_name(name, owner, "aggregate name")
+            if spec == "count":
+                steps.append((name, "count", None))
+                continue
+            if (
+                not isinstance(spec, tuple)
+                or len(spec) != 2
+                or spec[0] not in PERSON_AGGREGATES
+                or not isinstance(spec[1], str)
+                or not spec[1].strip()
+            ):
+                raise InvalidParameter.for_parameter(
+                    name,
+                    owner,
+                    f"'count' or a pair (kind, expression), kind one of {PERSON_AGGREGATES}",
+                    spec,
+                )
+            kind = cast(PersonAggregateKind, spec[0])
+            steps.append((name, kind, spec[1]))
+        names = [c.casefold() for c in columns] + [n.casefold() for n, _, _ in steps]
+        if len(set(names)) != len(names):
+            raise InvalidParameter(
+                f"{owner}: the names of by and the aggregates must differ: {names}."
+            )
+        step = PerPerson(columns, tuple(steps), self.filters, self.derived)
+        return replace(self, filters=(), derived=(), per_person_step=step)
 
     # --------------------------------------------------------------- rows
     def filter(self, expression: str) -> Query:

@@ -61,8 +61,10 @@ from dpkit.analytics._joins import JoinedView, joined_view
 from dpkit.analytics._ledger import Ledger
 from dpkit.analytics._order import release_order, released_bounds
 from dpkit.analytics._partition import plan_partition
+from dpkit.analytics._per_person import PersonRows, person_relation
 from dpkit.analytics._plan import PartScope
 from dpkit.analytics._release import Explanation, QueryResult, explain, rehearse, release
+from dpkit.analytics._row_cost import check_query_cost
 from dpkit.analytics._sql_clause import SqlError
 from dpkit.analytics._sql_query import SqlStatement, finish_result
 from dpkit.analytics.engines import DuckDBEngine, Engine
@@ -145,7 +147,8 @@ class Session:
         self._ledger = ledger if isinstance(ledger, Ledger) else Ledger(ledger)
         self._scope = _scope
         self._fingerprint = _fingerprint(f"{source}|unit={privacy_unit}", self._schema)
-        self._view: JoinedView | None = None  # set on the view a joined query reads
+        # Set on the view a joined or per-person query reads.
+        self._view: JoinedView | PersonRows | None = None
         self._ledger.open_scope(_scope, self._kind.key, self._kind.amount, self._fingerprint)
         self._random: Random = as_random(rng)
         self._partitions: tuple[PartScope, ...] = ()
@@ -763,7 +766,7 @@ class Session:
             public = []
 
         def joined_schema(query: Query) -> Mapping[str, str]:
-            if self._catalog is None:
+            if self._catalog is None and query.per_person_step is None:
                 return dict(self._schema)
             view, _ = self._view_for(query, 0)
             return dict(view._schema)
@@ -864,7 +867,9 @@ class Session:
                 )
             if isinstance(query.keys, TableKeys):
                 self._require_catalog("KeySet.from_table")
-            return self, query
+            if query.per_person_step is None:
+                return self, query
+            return self._per_person_view(query, None)
         view_sql, schema = joined_view(query, self._catalog, self._engine, self._partitions, salt)
         keys = query.keys
         if isinstance(keys, TableKeys):
@@ -882,7 +887,46 @@ class Session:
         view._partitions = ()  # applied inside the joined view, table by table
         view._catalog = None  # the view is one relation (its schema and unit above)
         view._view = view_sql
-        return view, dataclasses.replace(query, table=None, joins=(), keys=keys)
+        stripped = dataclasses.replace(query, table=None, joins=(), keys=keys)
+        if query.per_person_step is None:
+            return view, stripped
+        return view._per_person_view(stripped, view_sql)
+
+    def _per_person_view(self, query: Query, joined: JoinedView | None) -> tuple[Session, Query]:
+        """A view of this Session (same ledger, scope, budget and randomness) whose
+        engine reads the per-person rows of ``query`` (``dpkit.analytics._per_person``),
+        and the query without its per-person step. The relation is bound by the engine
+        here (names and types; no row read), before any charge."""
+        step = query.per_person_step
+        assert step is not None
+        # The per-row cost caps hold for the whole query, the step and what reads its
+        # rows together: each aggregate's output costs what its argument does (a max of
+        # a concatenation is as wide), wherever a later expression names it (found by
+        # the review: each part alone within the caps, together past them).
+        arguments = [(name, e) for name, _, e in step.aggregates if e is not None]
+        check_query_cost(
+            [*step.derived, *arguments, *query.derived],
+            [*step.filters, *query.filters],
+            "Query.per_person",
+        )
+        relation, params = person_relation(
+            self._engine, self._schema, self._unit, step, self._partitions
+        )
+        view = copy.copy(self)
+        view._engine = self._engine.with_relation(relation, params)  # type: ignore[attr-defined]
+        view._schema = view._engine.schema()
+        expected = [self._unit, *step.by, *(name for name, _, _ in step.aggregates)]
+        if [c.casefold() for c in view._schema] != [str(c).casefold() for c in expected]:
+            raise InternalError("the per-person rows' columns are not those planned; a bug.")
+        view._partitions = ()  # applied to the rows before the step
+        view._catalog = None
+        view._view = PersonRows(
+            str(self._unit),
+            step.by,
+            tuple(step.aggregates),
+            joined,
+        )
+        return view, dataclasses.replace(query, per_person_step=None)
 
     # ------------------------------------------------------------------ budget
     @property
