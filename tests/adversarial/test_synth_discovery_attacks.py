@@ -320,7 +320,7 @@ def test_one_parent_spend_per_run_and_the_reserve_stays_within_it() -> None:
     """Two runs that find domains: the parent ledger shows exactly one spend per run,
     of the run's rho and its share of the selection delta; remaining and
     remaining_selection_delta drop by exactly that; each run has its own reserve, whose
-    spends (the domain queries and the measurements) add up to at most its budget."""
+    spends (the domain queries and the measurements) add up to exactly its rho."""
     table = column_table(pa.string(), ["a", "b", "c"]).append_column(
         "x", pa.array(np.linspace(0.0, 50.0, PERSONS))
     )
@@ -340,7 +340,8 @@ def test_one_parent_spend_per_run_and_the_reserve_stays_within_it() -> None:
         assert budget == (rho / 4, delta / 4, zero)
         spent = tuple(sum(a[i] for a in amounts) for i in range(2))
         assert spent[0] == budget[0] and spent[1] <= budget[1], (scope, spent, budget)
-        assert len(amounts) == 3  # two domain queries, then the measurements
+        # Key selection, the range and the quantile edges of x, then the measurements.
+        assert len(amounts) == 4
 
 
 def test_threads_cannot_overspend_a_small_budget() -> None:

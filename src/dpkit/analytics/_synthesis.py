@@ -41,6 +41,8 @@ from dpkit.analytics._synthesis_domains import (
     discover,
     discovery_queries,
     discovery_share,
+    private_binning,
+    range_budget,
 )
 from dpkit.analytics.engines._cells import CellSpec, bind_cell_counts, cell_counts
 from dpkit.analytics.query import Query
@@ -51,6 +53,7 @@ from dpkit.synth._columns import ColumnCode, code_of, plan_columns
 from dpkit.synth._domain import Domain
 from dpkit.synth._marginals import PrivateMarginals, epsilon_for, sigma_for
 from dpkit.synth._result import SyntheticData
+from dpkit.synth._specs import PrivateBins
 
 # A dpkit.analytics.session.Session; not imported, as session.py imports this module.
 Session = Any
@@ -146,6 +149,7 @@ class SynthesisPlan:
     budget: object
     discovery: dict[str, Query]  # the query finding each private domain
     source: Query | None
+    binning: dict[str, PrivateBins] = dataclasses.field(default_factory=dict)
 
     @property
     def discovery_share(self) -> Fraction:
@@ -164,14 +168,29 @@ class SynthesisPlan:
         rho = self.rho
         if self.discovery:
             share = self.discovery_share
+            quantiles = any(b.edges == "quantile" for b in self.binning.values())
             lines.append(
                 f"  {float(share):.0%} of it finds the domains of {sorted(self.discovery)} "
                 "privately (key selection for categories, occupied power-of-two bins for "
-                "numbers); the rest measures."
+                "numbers' ranges"
+                + (", then private quantiles for their bins' edges" if quantiles else "")
+                + "); the rest measures."
             )
             rho = rho * (1 - share)
         for name in self.discovery:
-            lines.append(f"  {name}: domain found privately")
+            spec = self.binning.get(name)
+            how = ""
+            if spec is not None and spec.edges == "quantile" and spec.bins > 1:
+                part = range_budget(spec, Fraction(1))
+                how = (
+                    f": {float(part):.0%} of its share finds the range, the rest "
+                    f"{spec.bins - 1} quantiles, the bins' edges (a value holding several "
+                    f"gets a bin of its own; a range of at most {spec.bins} integers gets "
+                    "one bin per integer instead)"
+                )
+            elif spec is not None:
+                how = f": its range, then {spec.bins} equal-width bins"
+            lines.append(f"  {name}: domain found privately{how}")
         for c in self.codings:
             if c is None:
                 continue
@@ -293,6 +312,10 @@ def plan_synthesis(
         per_query = fraction_down(Fraction(fraction_down(delta)) / len(categorical))
     if private:
         _check_discovery(rho * share / len(private), k, per_query, owner)
+    binning = private_binning(view._schema, private, domains)
+    if any(b.edges == "quantile" for b in binning.values()):
+        # A range query then gets RANGE_PART of its column's share: its noise too.
+        _check_discovery(range_budget(PrivateBins(), rho * share / len(private)), k, None, owner)
     discovery = discovery_queries(view._schema, private, unit, k, owner, per_query)
     if source is not None:
         discovery = {
@@ -315,6 +338,7 @@ def plan_synthesis(
         budget,
         discovery,
         source,
+        binning,
     )
 
 
@@ -428,7 +452,7 @@ def synthesize(
         def run() -> SyntheticData:
             share = plan.discovery_share / len(plan.discovery)
             tell(f"finding the domains of {sorted(plan.discovery)} privately")
-            found, notes = discover(reserve, plan.discovery, plan.view._schema, share)
+            found, notes = discover(reserve, plan.discovery, plan.view._schema, share, plan.binning)
             codings = [
                 c if c is not None else code_of(n, plan.view._schema[n], found[n], "synthesize")
                 for c, n in zip(plan.codings, plan.names, strict=True)

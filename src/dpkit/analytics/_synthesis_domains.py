@@ -12,14 +12,28 @@ the interactive-mechanism argument of ``Session.partition``, with one part). Ins
   it needs an ApproxDP Session's key-selection delta;
 * a numeric column: the range of ``dpkit describe`` -- noisy counts of persons in
   public power-of-two bins, the occupied span is the range
-  (:func:`dpkit.analytics._describe_scales.occupied_bins`).
+  (:func:`dpkit.analytics._describe_scales.occupied_bins`) -- and then, by default
+  (:class:`dpkit.synth.PrivateBins`), the bins' edges: private quantiles of the column
+  over that range, the Session's ``Query.quantile`` (inverse sensitivity, the query
+  ``dpkit describe`` releases its percentiles with), at levels ``1/B .. (B-1)/B``.
+  The column's share is split :data:`RANGE_PART` to the range, the rest to the
+  quantiles; equal-width bins (``PrivateBins(edges="equal")``) spend it all on the
+  range. Bins are cut at the released quantiles by :func:`quantile_cuts`, a function
+  of the released values and public parameters only (post-processing). When the found
+  range holds at most ``B`` integers (an integer column), every integer gets a bin
+  and the quantiles are not run: their share is left to the measurements.
 
-What they release are the domains; MST or AIM then measure on the rest of the reserve.
+What they release are the domains; MST or AIM then measure on the rest of the reserve
+(adaptive composition: what each step costs is fixed before it runs, from public
+parameters and earlier releases, and the steps add up to at most the reserve).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -32,16 +46,25 @@ from dpkit.analytics._describe_scales import (
     _magnitude_edges,
     _occupied,
     _range_z,
+    _Scale,
     integer_bins,
 )
 from dpkit.analytics.query import KeySelection, Query
 from dpkit.errors import InvalidParameter
-from dpkit.synth._columns import Bins, Categories
+from dpkit.synth._columns import code_of
+from dpkit.synth._specs import Bins, Categories, Cuts, PrivateBins
 
 # A dpkit.analytics.session.Session; not imported, as session.py imports this module.
 Session = Any
 
-__all__ = ["DISCOVERY_SHARE", "discover", "discovery_queries"]
+__all__ = [
+    "DISCOVERY_SHARE",
+    "RANGE_PART",
+    "discover",
+    "discovery_queries",
+    "private_binning",
+    "quantile_cuts",
+]
 
 #: The most categories kept of a column found privately (largest noisy counts first).
 MAX_DISCOVERED = 1_000
@@ -51,6 +74,13 @@ DISCOVERY_MAX = Fraction(3, 10)
 _NUMERIC = ("integer", "double", "decimal")
 #: Found ranges of integer-like columns are clamped into +-LIMIT (the codings' rule).
 LIMIT = float(2**53)
+#: Of a numeric column's share, the part that finds its range when its bins are cut at
+#: private quantiles; the rest releases the quantiles (``dpkit describe`` splits its
+#: range and order statistics about so: 0.15 to 0.5).
+RANGE_PART = Fraction(1, 4)
+#: Quantile grid of an integer column: one point per integer of the found range, up to
+#: this many points (then evenly spaced); other columns get describe's decimal grid.
+INTEGER_GRID = 2**16 + 1
 
 
 def discovery_share(columns: int) -> Fraction:
@@ -128,26 +158,155 @@ def _range(result: Any, name: str, category: str, pure: bool) -> Bins | None:
     return Bins(low, high)
 
 
+def private_binning(
+    schema: Mapping[str, str], names: Sequence[str], domains: Mapping[str, object] | None
+) -> dict[str, PrivateBins]:
+    """How each numeric column among ``names`` (domains found privately) is binned:
+    its :class:`PrivateBins`, or the default ``PrivateBins()`` for ``"private"`` or
+    no domain (public parameters only)."""
+    out = {}
+    for name in names:
+        if key_category(schema[name]) in _NUMERIC:
+            spec = (domains or {}).get(name)
+            out[name] = spec if isinstance(spec, PrivateBins) else PrivateBins()
+    return out
+
+
+def range_budget(spec: PrivateBins | None, share: Fraction) -> Fraction:
+    """The part of a numeric column's ``share`` its range query gets (the rest goes to
+    its quantiles, or is left to the measurements when they are not run)."""
+    return share * RANGE_PART if spec is not None and spec.edges == "quantile" else share
+
+
+def quantile_cuts(
+    values: Sequence[float], low: float, high: float, step: float, *, integer: bool
+) -> tuple[float, ...]:
+    """Inner bin edges from released quantiles (post-processing: a function of the
+    released ``values`` and the released or public ``low``, ``high``, ``step`` only).
+
+    ``step`` is the quantile grid's spacing: a released value ``v`` is a grid point,
+    standing for the values that snap to it, ``[v - step/2, v + step/2)``. Each
+    distinct value cuts at the start of that cell; a value released for two or more
+    levels (a point mass: the zeros of a mostly-zero column) also cuts at its end, so it
+    gets a bin of its own. Integer columns cut at whole numbers (``ceil``, so with an
+    integer grid, step 1, a point mass ``v`` gets the bin ``{v}``); their bins hold
+    ``e_i .. e_{i+1} - 1`` and ``high`` is inclusive, so cuts lie in ``(low, high]``;
+    other columns' in ``(low, high)``. Values are clipped to ``[low, high]`` and
+    non-finite ones ignored first; the cuts are sorted and deduplicated, so they
+    increase strictly whatever the values (e.g. not in level order).
+    """
+    finite = [min(max(float(v), low), high) for v in values if math.isfinite(float(v))]
+    repeats = Counter(finite)
+    half = step / 2.0
+    cuts: set[float] = set()
+    for value, times in repeats.items():
+        ends = (value - half, value + half) if times > 1 else (value - half,)
+        for end in ends:
+            cuts.add(float(math.ceil(end)) if integer else end)
+    if integer:
+        return tuple(sorted(c for c in cuts if low < c <= high))
+    return tuple(sorted(c for c in cuts if low < c < high))
+
+
+def _quantile_query(
+    base: Query, name: str, bounds: tuple[float, float], bins: int, grid: int
+) -> Query:
+    """The quantiles at ``1/bins .. (bins-1)/bins`` over ``bounds``, on ``base``'s table
+    (and joins) and, with a privacy unit, each person's at most ``max_rows`` rows (the
+    range query's ``max_groups``), as every measurement of the run."""
+    levels = tuple(j / bins for j in range(1, bins))
+    query = dataclasses.replace(Query(), table=base.table, joins=base.joins)
+    query = query.quantile(name, levels, bounds=bounds, grid_size=grid, name="q")
+    if base.max_groups is not None:
+        query = query.bound(max_groups=1, max_rows=base.max_groups)
+    return query
+
+
+def _grid(low: float, high: float, integer: bool, type_name: str) -> tuple[int, float]:
+    """The quantile grid over the found range (points, spacing): public given it."""
+    if integer:
+        points = int(min(high - low + 1, INTEGER_GRID))
+    else:
+        points = _Scale.of(type_name, (0.0, 0.0)).grid_size(low, high)
+    return points, (high - low) / (points - 1)
+
+
+def _quantile_bins(
+    session: Session,
+    query: Query,
+    name: str,
+    type_name: str,
+    found: Bins,
+    spec: PrivateBins,
+    share: Fraction,
+) -> tuple[object, str]:
+    """Bins of a numeric column over its found range, per ``spec`` (and a note)."""
+    low, high = float(found.low), float(found.high)
+    integer = key_category(type_name) == "integer"
+    where = f"{name}: range [{low:g}, {high:g}] found privately"
+    if spec.edges == "equal" or spec.bins == 1:
+        return Bins(low, high, spec.bins, spec.nulls), f"{where}; {spec.bins} equal-width bins."
+    if integer and high - low + 1 <= spec.bins:
+        # Few integers: one bin each, no quantiles needed (their share is left over).
+        return Bins(low, high, spec.bins, spec.nulls), f"{where}; one bin per integer."
+    points, step = _grid(low, high, integer, type_name)
+    try:
+        quantiles = _quantile_query(query, name, (low, high), spec.bins, points)
+        result = session.evaluate(quantiles, budget=share)
+    except InvalidParameter:
+        # Refused before it spent anything (its noise cannot run at this budget, a
+        # public fact given the released range): equal-width bins instead.
+        return Bins(low, high, spec.bins, spec.nulls), f"{where}; {spec.bins} equal-width bins."
+    values = [float(result.columns[f"q_{j / spec.bins:g}"][0]) for j in range(1, spec.bins)]
+    if spec.bins == 2:
+        values = [float(result.columns["q"][0])]
+    cuts = quantile_cuts(values, low, high, step, integer=integer)
+    if not cuts:
+        return Bins(low, high, 1, spec.nulls), f"{where}; one bin (quantiles at its ends)."
+    found_cuts = Cuts(low, high, cuts, spec.nulls)
+    try:
+        # quantile_cuts' edges always pass the coding's checks (tested); should one
+        # not, equal-width bins are a post-processing fallback, not a failure.
+        code_of(name, type_name, found_cuts, "synthesize")
+    except InvalidParameter:
+        return Bins(low, high, spec.bins, spec.nulls), f"{where}; {spec.bins} equal-width bins."
+    return found_cuts, f"{where}; {len(cuts) + 1} bins cut at private quantiles."
+
+
 def discover(
-    session: Session, queries: dict[str, Query], schema: dict[str, str], share: Fraction
+    session: Session,
+    queries: dict[str, Query],
+    schema: dict[str, str],
+    share: Fraction,
+    binning: Mapping[str, PrivateBins] | None = None,
 ) -> tuple[dict[str, object], list[str]]:
-    """Run the queries on ``session`` (the reserve), each with ``share`` of its budget;
-    the domains they release and a note per column."""
+    """Run the queries on ``session`` (the reserve), each column with ``share`` of its
+    budget (a numeric column's split by :func:`range_budget`); the domains they release
+    and a note per column."""
     found: dict[str, object] = {}
     notes = []
+    binning = binning or {}
     for name, query in queries.items():
-        result = session.evaluate(query, budget=share)
         category = key_category(schema[name]) or ""
+        spec = binning.get(name)
+        part = range_budget(spec, share) if category in _NUMERIC else share
+        result = session.evaluate(query, budget=part)
         if category in _NUMERIC:
             bins = _range(result, name, category, pure=False)
             if bins is None:
                 # Nothing above the noise: one bin holding every value (all come back as
                 # one synthetic value; post-processing of a release).
-                bins = Bins(0.0, 1.0, 1)
+                nulls = spec.nulls if spec is not None else True
+                found[name] = Bins(0.0, 1.0, 1, nulls)
                 notes.append(f"{name}: no range found privately (too few rows); one bin.")
-            else:
+            elif spec is None:
+                found[name] = bins
                 notes.append(f"{name}: range [{bins.low:g}, {bins.high:g}] found privately.")
-            found[name] = bins
+            else:
+                found[name], note = _quantile_bins(
+                    session, query, name, schema[name], bins, spec, share - part
+                )
+                notes.append(note)
             continue
         values = list(result.columns[name])
         counts = np.asarray(result.columns["count"], dtype=np.float64)

@@ -22,11 +22,19 @@ from typing import Any
 
 from dpkit.accounting.guarantees import Guarantee
 from dpkit.random import RandomLike
-from dpkit.synth._columns import Bins, Categories
 from dpkit.synth._domain import Domain, Measurement
 from dpkit.synth._result import SyntheticData
+from dpkit.synth._specs import Bins, Categories, PrivateBins
 
-__all__ = ["Bins", "Categories", "Domain", "Measurement", "SyntheticData", "synthesize"]
+__all__ = [
+    "Bins",
+    "Categories",
+    "Domain",
+    "Measurement",
+    "PrivateBins",
+    "SyntheticData",
+    "synthesize",
+]
 
 
 def synthesize(

@@ -2,7 +2,10 @@
 
 A synthetic table is built over codes: a categorical column's public values are codes
 ``0 .. n - 1``; a numeric, date or timestamp column is cut into ``bins`` equal-width bins
-over public bounds ``[low, high]`` (values outside are clamped into the end bins). With
+over public bounds ``[low, high]`` (values outside are clamped into the end bins), or --
+a numeric column whose domain is found privately (:class:`PrivateBins`) -- at edges
+released inside the run (``Cuts``: private quantiles, post-processed by
+:func:`dpkit.analytics._synthesis_domains.quantile_cuts`). With
 ``nulls=True`` (the default) one more code holds NULL, NaN and -- for a categorical
 column -- every value outside the public list; such rows come back as NULL. With
 ``nulls=False`` there is no such code and those rows are dropped before anything is
@@ -17,6 +20,7 @@ has (rule 2 of the Session's threat model), and decoding draws a value inside th
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -32,46 +36,22 @@ from dpkit.analytics._canonical import from_engine, key_category, to_engine
 from dpkit.analytics._keys import canonical_keys
 from dpkit.analytics.query import KeySet
 from dpkit.errors import InvalidParameter
+from dpkit.synth._specs import DEFAULT_BINS, Bins, Categories, Cuts, PrivateBins
 
-__all__ = ["Bins", "Categories", "ColumnCode", "code_of", "plan_columns"]
+__all__ = [
+    "DEFAULT_BINS",
+    "Bins",
+    "Categories",
+    "ColumnCode",
+    "Cuts",
+    "PrivateBins",
+    "code_of",
+    "plan_columns",
+]
 
-#: Default number of bins of a numeric column (AIM's and MST's preprocessing: ~32).
-DEFAULT_BINS = 32
 #: The most codes one column may have (a marginal's cells grow as the product).
 MAX_CODES = 10_000
 _BINNABLE = ("integer", "double", "decimal", "date", "timestamp", "timestamptz")
-
-
-@dataclass(frozen=True, slots=True)
-class Categories:
-    """A public list of a column's values (not read from the private data)."""
-
-    values: tuple[Any, ...]
-    nulls: bool = True
-
-    def __init__(self, values: Sequence[Any] | KeySet, *, nulls: bool = True) -> None:
-        if isinstance(values, KeySet):
-            if len(values.columns) != 1:
-                raise InvalidParameter(
-                    f"Categories: a KeySet of one column is needed; got {values.columns}."
-                )
-            values = [key[0] for key in values.keys]
-        if isinstance(values, str | bytes) or not isinstance(values, Sequence):
-            raise InvalidParameter(
-                f"Categories: values must be a list of public values; got {values!r}."
-            )
-        object.__setattr__(self, "values", tuple(values))
-        object.__setattr__(self, "nulls", bool(nulls))
-
-
-@dataclass(frozen=True, slots=True)
-class Bins:
-    """Equal-width bins over public bounds ``[low, high]`` (numbers, dates or datetimes)."""
-
-    low: Any
-    high: Any
-    bins: int = DEFAULT_BINS
-    nulls: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +67,16 @@ class ColumnCode:
     bins: int = 0
     width: int = 0  # binned integer-like columns: integers per bin (0 for real bins)
     nulls: bool = True
+    #: Inner edges of bins cut at released values (``Cuts``): bin ``i`` is
+    #: ``[e_i, e_{i+1})`` of ``e = (low, *cuts, high)``, the last closed; for integer
+    #: columns the integers ``e_i .. e_{i+1} - 1`` (the last up to ``high``). Empty for
+    #: equal-width bins.
+    cuts: tuple[float, ...] = ()
+
+    @property
+    def whole(self) -> bool:
+        """Whether the bins hold whole numbers (integer columns with cuts)."""
+        return bool(self.cuts) and self.category == "integer"
 
     @property
     def categorical(self) -> bool:
@@ -101,6 +91,17 @@ class ColumnCode:
         """A readable label per code, for reports."""
         if self.categorical:
             out = [str(v) for v in self.values]
+        elif self.whole:
+            edges = self.edges()
+            out = []
+            for i in range(self.bins):
+                start = edges[i]
+                stop = edges[i + 1] - 1 if i < self.bins - 1 else self.high
+                out.append(
+                    _show(start, self)
+                    if start == stop
+                    else f"{_show(start, self)} to {_show(stop, self)}"
+                )
         elif self.width:
             # Whole numbers (or days): inclusive ranges, never past the upper bound.
             out = []
@@ -124,6 +125,8 @@ class ColumnCode:
         return f"[{_show(self.low, self)}, {_show(self.high, self)}]"
 
     def edges(self) -> list[float]:
+        if self.cuts:
+            return [self.low, *self.cuts, self.high]
         if self.width:
             return [self.low + i * self.width for i in range(self.bins)] + [self.high]
         step = (self.high - self.low) / self.bins
@@ -137,6 +140,8 @@ class ColumnCode:
             values = table[codes]
             return _typed(values, self, null)
         safe = np.where(null, 0, codes)
+        if self.cuts:
+            return _typed(self._decode_cuts(safe, rng), self, null)
         if self.width:
             # Whole numbers in int64 (bounds within +-2^53: exact, no float rounding).
             start = int(self.low) + safe.astype(np.int64) * self.width
@@ -145,6 +150,35 @@ class ColumnCode:
         step = (self.high - self.low) / self.bins
         drawn = np.minimum(self.low + (safe + rng.random(len(codes))) * step, self.high)
         return _typed(drawn, self, null)
+
+    def _decode_cuts(self, codes: npt.NDArray[np.int64], rng: np.random.Generator) -> Any:
+        """Values drawn inside bins cut at ``cuts``: whole numbers ``e_i .. e_{i+1} - 1``
+        (the last bin up to ``high``) for integer columns, else uniform on
+        ``[e_i, e_{i+1})`` (the last bin up to ``high``)."""
+        edges = np.asarray(self.edges(), dtype=np.float64)
+        start, stop = edges[codes], edges[codes + 1]
+        last = codes == self.bins - 1
+        if self.whole:
+            # Integers within +-2^53 (checked by the coding): exact in int64.
+            first = start.astype(np.int64)
+            end = np.where(last, int(self.high) + 1, stop.astype(np.int64))
+            return rng.integers(first, end)
+        drawn = start + rng.random(len(codes)) * (stop - start)
+        # Rounding may reach the next edge: stay inside the bin (post-processing).
+        inside = np.where(last, drawn <= stop, drawn < stop)
+        return np.where(inside, drawn, start)
+
+    def code_numbers(self, numbers: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
+        """Codes of numbers on the canonical line (evaluation only; the private path
+        codes in SQL): clamped to the bounds, then binned."""
+        x = np.clip(np.nan_to_num(numbers), self.low, self.high)
+        if self.cuts:
+            index = np.searchsorted(np.asarray(self.cuts), x, side="right")
+        elif self.width:
+            index = np.floor((x - self.low) / self.width)
+        else:
+            index = np.floor((x - self.low) * self.bins / (self.high - self.low))
+        return np.clip(index, 0, self.bins - 1).astype(np.int64)
 
 
 def _show(x: float, column: ColumnCode) -> str:
@@ -298,6 +332,8 @@ def _code_of(name: str, type_name: str, spec: object, owner: str) -> ColumnCode:
             code = ColumnCode(
                 name, type_name, category, low=low, high=high, bins=spec.bins, nulls=spec.nulls
             )
+    elif isinstance(spec, Cuts):
+        code = _cuts_code(name, type_name, category, spec, owner)
     elif spec is None:
         kind = "bounds, e.g. (0, 100)" if category in _BINNABLE else "categories, e.g. ['a', 'b']"
         raise InvalidParameter(
@@ -316,6 +352,42 @@ def _code_of(name: str, type_name: str, spec: object, owner: str) -> ColumnCode:
             "use fewer categories or bins."
         )
     return code
+
+
+def _cuts_code(name: str, type_name: str, category: str, spec: Cuts, owner: str) -> ColumnCode:
+    """The coding of bins cut at released edges (checked as public bounds are: finite,
+    within +-2^53, strictly increasing inside ``[low, high]``; whole numbers for
+    integer columns)."""
+    if category not in ("integer", "double", "decimal"):
+        raise InvalidParameter(f"{owner}: column {name!r} ({type_name}) cannot be cut at edges.")
+    low = _number(spec.low, category, f"{owner}: the lower bound of {name!r}")
+    high = _number(spec.high, category, f"{owner}: the upper bound of {name!r}")
+    cuts = tuple(_number(c, category, f"{owner}: an edge of {name!r}") for c in spec.cuts)
+    if category != "double" and max(abs(v) for v in (low, high, *cuts)) > 2**53:
+        # As for Bins: integer-like values are drawn exactly within +-2^53.
+        raise InvalidParameter(f"{owner}: the edges of {name!r} must lie within +-2^53.")
+    ends: tuple[float | int, ...] = (low, *cuts, high)
+    if category == "integer":
+        if not all(float(v).is_integer() for v in ends):
+            raise InvalidParameter(f"{owner}: the edges of {name!r} must be whole numbers.")
+        # Integer bins hold e_i .. e_{i+1} - 1, the last up to high: a cut may be high
+        # (compared as Python integers, exact at 2^53).
+        ends = (*(int(v) for v in ends[:-1]), int(high) + 1)
+    if not cuts or any(not a < b for a, b in itertools.pairwise(ends)):
+        raise InvalidParameter(
+            f"{owner}: the edges of {name!r} must increase strictly inside its bounds; got "
+            f"{(low, *cuts, high)!r}."
+        )
+    return ColumnCode(
+        name,
+        type_name,
+        category,
+        low=low,
+        high=high,
+        bins=len(cuts) + 1,
+        nulls=spec.nulls,
+        cuts=cuts,
+    )
 
 
 def _is_bounds(spec: object) -> bool:
@@ -379,6 +451,13 @@ def plan_columns(
                 "a typed column."
             )
         spec = domains.get(name)
+        if isinstance(spec, PrivateBins):
+            if key_category(schema[name]) not in ("integer", "double", "decimal"):
+                raise InvalidParameter(
+                    f"{owner}: PrivateBins applies to integer, floating-point and decimal "
+                    f"columns; {name!r} is {schema[name]}."
+                )
+            spec = "private"
         if isinstance(spec, str) and spec == "private":
             if not private:
                 raise InvalidParameter(

@@ -44,11 +44,7 @@ def _recode(frame: pd.DataFrame, codings: Sequence[ColumnCode]) -> npt.NDArray[n
             else:
                 numbers = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64)
             missing = missing | np.isnan(numbers)
-            if c.width:
-                index = np.floor((np.nan_to_num(numbers) - c.low) / c.width)
-            else:
-                index = np.floor((np.nan_to_num(numbers) - c.low) * c.bins / (c.high - c.low))
-            codes = np.clip(index, 0, c.bins - 1).astype(np.int64)
+            codes = c.code_numbers(numbers)
         codes[missing] = last
         out[:, j] = codes
     return out

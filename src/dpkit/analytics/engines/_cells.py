@@ -63,7 +63,21 @@ def _code_sql(engine: Any, column: Any, types: dict[str, str], i: int) -> tuple[
         # A LEFT JOIN on a VALUES table of (canonical key, code): the engine compares.
         return f"coalesce(__d{i}.__c, {null_code})", f"__d{i}"
     last = column.bins - 1
-    if column.width:
+    if column.cuts:
+        # Bins cut at released edges: clamp in the column's own type (integers, within
+        # +-2^53 as the coding checks) or as DOUBLE (+-inf to an end; NaN's canonical
+        # form is NULL), then one comparison per edge, in order: a public number of
+        # them per row (at most 1.5 x PrivateBins.bins, 47 for the default 32).
+        if column.whole:
+            low, high = int(column.low), int(column.high)
+            x = f"CAST(least(greatest({canon}, {low}), {high}) AS BIGINT)"
+            tests = [f"WHEN {x} < {int(c)} THEN {j}" for j, c in enumerate(column.cuts)]
+        else:
+            bounded = f"least(greatest(CAST({canon} AS DOUBLE), {_literal(column.low)}), "
+            x = f"{bounded}{_literal(column.high)})"
+            tests = [f"WHEN {x} < {_literal(c)} THEN {j}" for j, c in enumerate(column.cuts)]
+        code = f"CAST(CASE {' '.join(tests)} ELSE {last} END AS INTEGER)"
+    elif column.width:
         # Integer-like bins: clamp in the column's own type first, so the arithmetic
         # only ever sees values inside the public bounds (|bounds| <= 2^53, checked by
         # the coding): no row value can overflow it (a BIGINT near 2^63, a UBIGINT).
