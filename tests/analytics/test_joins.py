@@ -127,6 +127,41 @@ def test_truncation_keeps_at_most_truncate_rows_per_person() -> None:
         assert _exact(session, query.count())[()] == [cap * len(t["visits"])]
 
 
+def test_filters_on_the_joined_private_table_apply_before_truncation() -> None:
+    t = _tables()
+    # Each person has two rows in `people`: an old one (age 95) and their own.
+    old = t["people"].assign(age=95)
+    t["people"] = pd.concat([old, t["people"]], ignore_index=True)
+    session = _session(t)
+    young = t["people"][t["people"]["age"] < 60]["uid"]
+    expected = int(t["visits"]["uid"].isin(young).sum())
+    base = Query.from_table("visits")
+    # Inner join: "age < 60" reads `people` alone, so it picks the rows truncation keeps
+    # among (each visit meets the person's young row, whatever the salt).
+    for salt_query in range(3):
+        query = (
+            base.join("people", on="uid", truncate=1)
+            .filter("age < 60")
+            .bound(max_rows=10**6)
+            .count()
+        )
+        view, stripped = session._view_for(query, 100 + salt_query)
+        compiled = view._compile(stripped, 1.0, 100 + salt_query)
+        assert view._engine.aggregate(compiled.plan)[()] == [expected]
+    # A condition that reads both tables, or a LEFT JOIN, applies after truncation: the
+    # kept row is the salt's choice, so some visits lose their young row.
+    for query in (
+        base.join("people", on="uid", truncate=1).filter("age < 60 OR duration < -1"),
+        base.join("people", on="uid", how="left", truncate=1).filter("age < 60"),
+    ):
+        counts = set()
+        for salt in range(100, 110):
+            view, stripped = session._view_for(query.bound(max_rows=10**6).count(), salt)
+            compiled = view._compile(stripped, 1.0, salt)
+            counts.add(view._engine.aggregate(compiled.plan)[()][0])
+        assert max(counts) <= expected and min(counts) < expected
+
+
 def test_contribution_bound_applies_after_the_join() -> None:
     t = _tables()
     # One person, one visit, region 4 twice in the public table: two joined rows.

@@ -53,7 +53,10 @@ The joined rows of one person
        alone -- Tumult's truncation before a private join (``DropExcess``). So each row
        meets at most ``truncate`` rows, and the join's size is at most ``truncate`` times
        the rows before it: bounded by public numbers before anything runs (rule 3 of the
-       threat model), never discovered at run time.
+       threat model), never discovered at run time. With an inner join, the query's
+       filter terms that read this table's columns alone are applied to its rows first
+       (:func:`_pushed_filters`): a row-level filter of the person's own rows, so the
+       truncation that follows is still a rule on that person's rows.
 
     In both cases adding or removing one person adds or removes that person's joined
     rows and changes no other person's: the joined view is stable in the sense the
@@ -92,7 +95,7 @@ from dpkit.analytics._catalog import Catalog, TableInfo
 from dpkit.analytics._plan import PartScope
 from dpkit.analytics.engines._hash import SMALL_INDEX, TypedPart
 from dpkit.analytics.query import Join, Query
-from dpkit.errors import DataError, InvalidParameter
+from dpkit.errors import DataError, DPError, InvalidParameter
 
 __all__ = ["JoinStep", "JoinedView", "joined_view"]
 
@@ -245,14 +248,25 @@ class _Builder:
 
     # --------------------------------------------------------------- truncation
     def truncated(
-        self, info: TableInfo, columns: Sequence[str], keys: Sequence[str], cap: int
+        self,
+        info: TableInfo,
+        columns: Sequence[str],
+        keys: Sequence[str],
+        cap: int,
+        where: Sequence[str] = (),
     ) -> tuple[str, list[Any]]:
         """SQL of each person's at most ``cap`` rows of ``info`` per value of the join
-        ``keys``, those of smallest keyed hash of the row (ties by the row's canonical
-        values): a rule on the person's rows."""
+        ``keys`` among those where every condition of ``where`` holds (the query's
+        filters on this table alone, :func:`_pushed_filters`), those of smallest keyed
+        hash of the row (ties by the row's canonical values): a rule on the person's
+        rows."""
         assert info.unit is not None
         source, params = self.visible(info)
         unit_sql = self.canon(_q(self.engine, info.unit), info.schema[info.unit])
+        conditions = [f"{unit_sql} IS NOT NULL"]
+        if where:
+            table = self.engine.with_relation(info.relation)
+            conditions += [f"({table.expression(w)})" for w in where]
         per = [self.canon(_q(self.engine, k), info.schema[k]) for k in keys if k != info.unit]
         parts = [TypedPart(unit_sql, crossing_type(info.schema[info.unit]))]
         order: list[str] = []
@@ -285,7 +299,7 @@ class _Builder:
         counted = (
             f"SELECT *, count(*) OVER (PARTITION BY {partition}) AS __dpkit_tn FROM (SELECT "
             f"{selected}, {keyed.linear(parts)} AS __dpkit_hl, {unit_sql} AS __dpkit_tu"
-            f"{per_keys} FROM ({source}) AS __t WHERE {unit_sql} IS NOT NULL) AS __h"
+            f"{per_keys} FROM ({source}) AS __t WHERE {' AND '.join(conditions)}) AS __h"
         )
         # A person's rows of one key value that are at most ``cap`` are all kept, as
         # the ranking would keep them (their ranks are 1..n <= cap): only the others are
@@ -414,8 +428,9 @@ def joined_view(
                 # these columns (rows that tie on them are alike for this query).
                 columns = [c for c in columns if c in used]
             needed = list(dict.fromkeys([right.unit, *keys_right, *columns]))
+            pushed = _pushed_filters(query, right, origin, columns, join.how)
             right_sql, right_params = builder.truncated(
-                right, needed, [r for _, r in join.on], join.truncate
+                right, needed, [r for _, r in join.on], join.truncate, pushed
             )
             step_fan_out = join.truncate
             shown = join.truncate
@@ -449,6 +464,48 @@ def joined_view(
         dropped=tuple(dropped),
     )
     return view, schema
+
+
+def _pushed_filters(
+    query: Query, right: TableInfo, origin: dict[str, Any], columns: Sequence[str], how: str
+) -> list[str]:
+    """The conditions of the query's filters (its top-level ``AND`` terms) that read
+    columns of the private table ``right`` only, in their checked total form, applied to
+    ``right``'s rows *before* truncation: so truncation keeps up to ``truncate`` rows
+    among those the query reads, not among all rows (TPC-H Q3: the orders of the
+    period, not any order), and the engine joins fewer rows. An inner join only: under
+    a LEFT JOIN a row whose matches all fail would be kept with NULLs (another answer).
+    The filters still apply to the joined rows after; a row-level filter of a person's
+    own rows before truncation keeps truncation a rule on that person's rows."""
+    import sqlglot
+    from sqlglot import exp
+
+    from dpkit.analytics._expr import validate_expression
+
+    step = query.per_person_step
+    filters = step.filters if step is not None else query.filters
+    derived = {n for n, _ in (step.derived if step is not None else query.derived)}
+    if how != "inner" or not filters:
+        return []
+    own = {c for c in columns if c not in origin}
+    pushed = []
+    for text in filters:
+        try:
+            tree = sqlglot.parse_one(text, read="duckdb")
+        except (sqlglot.errors.ParseError, RecursionError):
+            continue  # the compiler refuses it, with its reason
+        terms = list(tree.flatten()) if isinstance(tree, exp.And) else [tree]
+        for term in terms:
+            names = {c.name for c in term.find_all(exp.Column)}
+            if any(c.table for c in term.find_all(exp.Column)):
+                continue
+            if not names or not names <= own or names & derived:
+                continue
+            try:
+                pushed.append(validate_expression(term.sql(dialect="duckdb"), own, "Query.filter"))
+            except (DPError, RecursionError):  # refused where the whole filter is checked
+                continue
+    return pushed
 
 
 def _used_columns(query: Query) -> set[str] | None:
