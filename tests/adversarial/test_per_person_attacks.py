@@ -184,9 +184,7 @@ def numeric_queries(kind: str, column: str) -> dict[str, Query]:
     }
 
 
-@pytest.mark.parametrize("kind", ["sum", "mean", "min", "max", "count"])
-@pytest.mark.parametrize("column", NUMERIC_COLUMNS)
-def test_numeric_per_person_aggregates_never_fail_on_some_tables(kind: str, column: str) -> None:
+def numeric_attack(kind: str, column: str) -> None:
     """Sums near 2^63 / 10^28, HUGEINT and UBIGINT extremes, inf + -inf, NaN: the
     outcome of every query is the same on a benign and an adversarial table."""
     if kind in ("sum", "mean") and column == "b":
@@ -196,6 +194,23 @@ def test_numeric_per_person_aggregates_never_fail_on_some_tables(kind: str, colu
         seen = evaluate(benign, query), evaluate(adversarial, query)
         assert seen[0] == seen[1], (kind, column, what, seen)
         assert not seen[0].startswith("failed"), (kind, column, what, seen)
+
+
+# CI runs the kinds whose arithmetic could overflow or whose value could depend on the
+# rows' order (sum, max) on every column type; --runslow every kind (each case ~1.7 s).
+@pytest.mark.parametrize("kind", ["sum", "max"])
+@pytest.mark.parametrize("column", NUMERIC_COLUMNS)
+def test_numeric_per_person_aggregates_never_fail_on_some_tables(kind: str, column: str) -> None:
+    numeric_attack(kind, column)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["mean", "min", "count"])
+@pytest.mark.parametrize("column", NUMERIC_COLUMNS)
+def test_numeric_per_person_aggregates_never_fail_on_some_tables_other_kinds(
+    kind: str, column: str
+) -> None:
+    numeric_attack(kind, column)
 
 
 TEMPORAL_KEYS = {
