@@ -14,11 +14,12 @@ import pytest
 
 import dpkit as dp
 from dpkit.analytics.engines._cells import CellSpec, cell_counts
+from dpkit.errors import InternalError
 from dpkit.synth import Bins, Categories
 from dpkit.synth._columns import plan_columns
 from dpkit.synth._domain import Domain
-from dpkit.synth._marginals import PrivateMarginals
-from dpkit.synth._mst import run_mst
+from dpkit.synth._marginals import PrivateMarginals, epsilon_for, sigma_for
+from dpkit.synth._mst import DEFAULT_SPLIT, PAPER_SPLIT, check_split, rho_parts, run_mst
 
 
 def people(n: int = 200, seed: int = 0) -> pd.DataFrame:
@@ -101,21 +102,136 @@ def test_charged_once_with_the_runs_budget() -> None:
     assert result.guarantee == dp.ZCDP(0.4)
 
 
+HALF_QUARTERS = (Fraction(1, 2), Fraction(1, 4), Fraction(1, 4))
+
+
+@pytest.mark.parametrize("split", [None, DEFAULT_SPLIT, PAPER_SPLIT, HALF_QUARTERS])
 @pytest.mark.parametrize("k", [1, 3])
-def test_mst_steps_add_up_to_at_most_its_budget(k: int) -> None:
+def test_mst_steps_add_up_to_at_most_its_budget(
+    k: int, split: tuple[Fraction, Fraction, Fraction] | None
+) -> None:
     domain = Domain(("a", "b", "c"), (3, 4, 5))
     rng = np.random.default_rng(0)
     codes = np.stack([rng.integers(0, s, 500) for s in domain.sizes], axis=1)
     budget = Fraction(1, 7)
     ones = np.ones(500, dtype=np.int64)
     data = PrivateMarginals(codes, ones, domain, sensitivity=k, rho=budget, rng=dp.as_random(1))
-    run_mst(data)
+    if split is None:
+        run_mst(data)  # the default split
+        split = DEFAULT_SPLIT
+    else:
+        run_mst(data, split=split)
     assert data.spent <= budget
     assert data.spent >= budget * Fraction(999, 1000)  # it uses (nearly) all of it
+    # Each step spends (nearly all of) its part of the split, and no more.
+    one, select, two = rho_parts(budget, split)
+    spent = [c for kind, *_, c in data.steps]
+    kinds = [kind for kind, *_ in data.steps]
+    assert kinds == ["measure"] * 3 + ["select"] * 2 + ["measure"] * 2
+    for part, costs in ((one, spent[:3]), (select, spent[3:5]), (two, spent[5:])):
+        assert part * Fraction(999, 1000) <= sum(costs) <= part
     # Every measurement's noise is calibrated to the sensitivity k.
     for kind, _, scale, cost in data.steps:
         if kind == "measure":
             assert cost == Fraction(k) ** 2 / (2 * Fraction(scale) ** 2)
+
+
+def test_mst_split_parts_are_exact_and_checked() -> None:
+    rho = Fraction(3, 10)
+    assert (Fraction(2, 5), Fraction(1, 5), Fraction(2, 5)) == DEFAULT_SPLIT
+    assert rho_parts(rho) == (Fraction(3, 25), Fraction(3, 50), Fraction(3, 25))
+    assert rho_parts(rho, PAPER_SPLIT) == (Fraction(1, 10), Fraction(1, 10), Fraction(1, 10))
+    assert sum(rho_parts(rho, HALF_QUARTERS)) == rho
+    assert rho_parts(rho, HALF_QUARTERS)[0] == Fraction(3, 20)
+    for bad in [
+        (Fraction(1, 2), Fraction(1, 2), Fraction(0)),
+        (Fraction(1, 2), Fraction(1, 4), Fraction(1, 3)),
+        (Fraction(1, 2), Fraction(1, 2)),
+    ]:
+        with pytest.raises(InternalError, match="split"):
+            rho_parts(rho, bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("given", "parts"),
+    [
+        ((0.4, 0.2, 0.4), DEFAULT_SPLIT),  # floats as written: exactly 2/5, 1/5, 2/5
+        ((1 / 3, 1 / 3, 1 / 3), PAPER_SPLIT),  # float rounding, normalised exactly
+        ([Fraction(1, 2), Fraction(1, 4), Fraction(1, 4)], HALF_QUARTERS),
+        ((1, 1, 1e-12), None),  # sums to 2: refused below
+    ],
+)
+def test_check_split_gives_exact_parts(
+    given: Any, parts: tuple[Fraction, Fraction, Fraction] | None
+) -> None:
+    if parts is None:
+        with pytest.raises(dp.InvalidParameter, match="mst_split"):
+            check_split(given, "test")
+        return
+    got = check_split(given, "test")
+    assert got == parts and sum(got) == 1
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        (0.5, 0.5, 0.0),
+        (0.5, 0.6, -0.1),
+        (0.5, 0.25),
+        (0.25, 0.25, 0.25, 0.25),
+        (0.5, 0.25, 0.26),
+        (0.5, 0.25, float("nan")),
+        (0.5, 0.25, float("inf")),
+        (True, 0.0, 0.0),
+        ("a", "b", "c"),
+        "0.4,0.2,0.4",
+        0.4,
+    ],
+)
+def test_bad_mst_split_is_refused_before_anything_is_spent(bad: Any) -> None:
+    session = dp.Session.from_pandas(people(), privacy_unit="uid", budget=dp.ZCDP(1.0), rng=1)
+    with pytest.raises(dp.InvalidParameter, match="mst_split"):
+        session.synthesize(budget=0.5, method="mst", domains=DOMAINS, mst_split=bad)
+    with pytest.raises(dp.InvalidParameter, match="mst_split"):
+        session.explain_synthesis(budget=0.5, method="mst", domains=DOMAINS, mst_split=bad)
+    assert len(session.history) == 0 and session.spent == dp.ZCDP(0.0)
+
+
+def test_mst_split_is_for_mst_only() -> None:
+    session = dp.Session.from_pandas(people(), privacy_unit="uid", budget=dp.ZCDP(1.0), rng=1)
+    with pytest.raises(dp.InvalidParameter, match="'mst' only"):
+        session.synthesize(budget=0.5, method="aim", domains=DOMAINS, mst_split=(0.4, 0.2, 0.4))
+    assert len(session.history) == 0
+
+
+@pytest.mark.parametrize("split", [None, (1 / 3, 1 / 3, 1 / 3), (0.5, 0.25, 0.25)])
+def test_explain_states_the_split_and_its_noise(split: Any) -> None:
+    session = dp.Session.from_pandas(people(), privacy_unit="uid", budget=dp.ZCDP(1.0), rng=1)
+    text = session.explain_synthesis(
+        budget=0.5, method="mst", domains=DOMAINS, max_rows=2, mst_split=split
+    )
+    parts = DEFAULT_SPLIT if split is None else check_split(split, "test")
+    one, select, two = rho_parts(Fraction(0.5), parts)
+    d = 3  # x, y and the boolean flag
+    assert f"split of rho (1-way, selection, 2-way): {', '.join(map(str, parts))}" in text
+    assert f"noise sigma {sigma_for(one / d, 2):.4g} each" in text
+    assert f"epsilon {epsilon_for(select / (d - 1)):.4g}" in text
+    assert f"two-way marginals, noise sigma {sigma_for(two / (d - 1), 2):.4g}" in text
+    assert len(session.history) == 0
+
+
+def test_a_run_with_the_papers_split_is_charged_the_same() -> None:
+    session = dp.Session.from_pandas(people(), privacy_unit="uid", budget=dp.ZCDP(1.0), rng=1)
+    result = session.synthesize(
+        budget=0.4, method="mst", domains=DOMAINS, max_rows=2, mst_split=(1 / 3, 1 / 3, 1 / 3)
+    )
+    assert len(session.history) == 1 and session.spent == dp.ZCDP(0.4)
+    assert result.guarantee == dp.ZCDP(0.4)
+    # The 1-way marginals were measured with the thirds' noise, the 2-way with the thirds'.
+    rho = Fraction(0.4)
+    sigmas = {m.columns: m.sigma for m in result.measurements}
+    assert sigmas[("x",)] == sigma_for(rho / 3 / 3, 2)
+    assert sigmas[next(c for c in sigmas if len(c) == 2)] == sigma_for(rho / 3 / 2, 2)
 
 
 def test_approx_session_charges_rho_and_states_what_it_is_worth() -> None:

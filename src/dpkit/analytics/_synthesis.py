@@ -52,6 +52,7 @@ from dpkit.random import Random, post_processing_generator
 from dpkit.synth._columns import ColumnCode, code_of, plan_columns
 from dpkit.synth._domain import Domain
 from dpkit.synth._marginals import PrivateMarginals, epsilon_for, sigma_for
+from dpkit.synth._mst import DEFAULT_SPLIT, check_split, rho_parts
 from dpkit.synth._result import SyntheticData
 from dpkit.synth._specs import PrivateBins
 
@@ -150,6 +151,7 @@ class SynthesisPlan:
     discovery: dict[str, Query]  # the query finding each private domain
     source: Query | None
     binning: dict[str, PrivateBins] = dataclasses.field(default_factory=dict)
+    mst_split: tuple[Fraction, Fraction, Fraction] = DEFAULT_SPLIT
 
     @property
     def discovery_share(self) -> Fraction:
@@ -203,11 +205,15 @@ class SynthesisPlan:
                 f"  {c.name}: {kind}" + (", NULL kept" if c.nulls else ", NULL rows dropped")
             )
         if self.method == "mst":
-            sigma1 = sigma_for(rho / 3 / d, k)
+            one, select, two = rho_parts(rho, self.mst_split)
+            if d > 1:
+                split = ", ".join(str(part) for part in self.mst_split)
+                lines.append(f"  split of rho (1-way, selection, 2-way): {split}")
+            sigma1 = sigma_for((one if d > 1 else rho) / d, k)
             lines.append(f"  step 1: {d} one-way marginals, noise sigma {sigma1:.4g} each")
             if d > 1:
-                eps = epsilon_for(rho / 3 / (d - 1))
-                sigma2 = sigma_for(rho / 3 / (d - 1), k)
+                eps = epsilon_for(select / (d - 1))
+                sigma2 = sigma_for(two / (d - 1), k)
                 lines.append(f"  step 2: {d - 1} exponential-mechanism picks at epsilon {eps:.4g}")
                 lines.append(f"  step 3: {d - 1} two-way marginals, noise sigma {sigma2:.4g} each")
         else:
@@ -236,6 +242,7 @@ def plan_synthesis(
     max_model_mb: float,
     iterations: int,
     salt: int,
+    mst_split: object = None,
 ) -> SynthesisPlan:
     """Step 1 of the module docstring: every refusal, from public information only."""
     owner = "Session.synthesize"
@@ -284,6 +291,11 @@ def plan_synthesis(
     sizes = tuple(c.size if c is not None else DISCOVERED_CODES for c in codings)
     domain = Domain(names, sizes)
     chosen_workload = _workload(workload, domain, owner)
+    split = DEFAULT_SPLIT
+    if mst_split is not None:
+        if method != "mst":
+            raise InvalidParameter(f"{owner}: mst_split= applies to method='mst' only.")
+        split = check_split(mst_split, owner)
     if method == "mst":
         if chosen_workload is not None:
             raise InvalidParameter(f"{owner}: workload= applies to method='aim' only.")
@@ -339,6 +351,7 @@ def plan_synthesis(
         discovery,
         source,
         binning,
+        split,
     )
 
 
@@ -404,6 +417,7 @@ def synthesize(
     max_model_mb: float = 80.0,
     iterations: int = 1000,
     progress: Callable[[str], None] | None = None,
+    mst_split: Sequence[float] | None = None,
 ) -> SyntheticData:
     """See :meth:`dpkit.analytics.Session.synthesize`."""
     started = time.monotonic()
@@ -421,6 +435,7 @@ def synthesize(
         max_model_mb=max_model_mb,
         iterations=iterations,
         salt=salt_from(random.bytes(32)),
+        mst_split=mst_split,
     )
     session._check_fits(plan.charge)
     description = json.dumps(
@@ -500,7 +515,9 @@ def _measure_and_sample(
     sampler = post_processing_generator(random)
     labels = {c.name: c.labels() for c in codings}
     if plan.method == "mst":
-        model, measured, compression = run_mst(data, iterations=iterations, progress=tell)
+        model, measured, compression = run_mst(
+            data, iterations=iterations, progress=tell, split=plan.mst_split
+        )
         total = _rows(plan, model.total, len(codings))
         coded = model.sample(total, sampler)
         drawn = compression.decompress(coded, model.domain, sampler)

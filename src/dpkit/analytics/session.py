@@ -1335,6 +1335,7 @@ class Session:
         max_model_mb: float = 80.0,
         iterations: int = 1000,
         progress: Callable[[str], None] | None = None,
+        mst_split: Sequence[float] | None = None,
     ) -> SyntheticData:
         """A private synthetic table by MST or AIM, charged once to this Session.
 
@@ -1369,6 +1370,11 @@ class Session:
             AIM's model-size limit (the paper's 80 MB) and the fitting iterations.
         progress:
             Called with a line of text at each step (AIM runs for minutes).
+        mst_split:
+            MST only: the shares of its budget for (1-way marginals, selection of the
+            tree's pairs, 2-way marginals), three positive numbers adding up to 1.
+            Default ``(0.4, 0.2, 0.4)`` (``benchmarks/synth_split_study.py``); the
+            paper's split is ``(1/3, 1/3, 1/3)``. The guarantee is the same either way.
 
         Returns
         -------
@@ -1402,6 +1408,7 @@ class Session:
             max_model_mb=max_model_mb,
             iterations=iterations,
             progress=progress,
+            mst_split=mst_split,
         )
 
     def explain_synthesis(
@@ -1415,6 +1422,7 @@ class Session:
         max_rows: int = 1,
         workload: Sequence[Sequence[str]] | None = None,
         source: Query | None = None,
+        mst_split: Sequence[float] | None = None,
     ) -> str:
         """What :meth:`synthesize` would measure, at which noise, and its charge, as
         text; spends nothing (the same checks run: a refusal here is one there)."""
@@ -1433,6 +1441,7 @@ class Session:
             max_model_mb=80.0,
             iterations=1000,
             salt=0,
+            mst_split=mst_split,
         )
         self._check_fits(plan.charge)
         return plan.describe()

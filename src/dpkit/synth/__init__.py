@@ -50,6 +50,7 @@ def synthesize(
     workload: Sequence[Sequence[str]] | None = None,
     rng: RandomLike | None = None,
     progress: Callable[[str], None] | None = None,
+    mst_split: Sequence[float] | None = None,
 ) -> SyntheticData:
     """A private synthetic copy of ``data`` (a pandas DataFrame, a pyarrow Table, a
     Polars DataFrame or LazyFrame, or a CSV/Parquet path) spending all of ``budget``
@@ -79,4 +80,5 @@ def synthesize(
         max_rows=max_rows,
         workload=workload,
         progress=progress,
+        mst_split=mst_split,
     )
