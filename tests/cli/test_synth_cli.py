@@ -95,6 +95,9 @@ def test_comparison_with_real_data_is_marked_not_private(table: Path, tmp_path: 
         (["--rho", "1", "--epsilon", "1"], "either"),
         (["--method", "gan"], "method"),
         (["--compare-with-real"], "--report"),
+        (["--method", "mst", "--mst-split", "0.5,0.5,0.5"], "adding up to 1"),
+        (["--method", "mst", "--mst-split", "a,b"], "--mst-split"),
+        (["--method", "aim", "--mst-split", "1/3,1/3,1/3"], "mst_split"),
     ],
 )
 def test_bad_options_exit_2_and_spend_nothing(
@@ -115,3 +118,13 @@ def test_bad_options_exit_2_and_spend_nothing(
 def test_output_suffix_is_checked_before_reading(table: Path, tmp_path: Path) -> None:
     result = runner.invoke(app, ["synth", str(table), "-o", str(tmp_path / "s.xlsx")])
     assert result.exit_code == 2 and ".parquet or .csv" in result.output
+
+
+def test_mst_split_is_shown_by_the_dry_run(table: Path, tmp_path: Path) -> None:
+    args = [
+        "synth", str(table), "--dry-run", "--method", "mst", "--epsilon", "1",
+        "--domains", str(_domains(tmp_path)), "--mst-split", "1/3,1/3,1/3",
+    ]  # fmt: skip
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "(1-way, selection, 2-way): 1/3, 1/3, 1/3" in result.output

@@ -173,6 +173,19 @@ def _real_comparison(data: Path, result: Any) -> Any:
     return result.compare_with_real(frame, marginals)
 
 
+def _split(text: str) -> tuple[float, ...]:
+    """``--mst-split 0.4,0.2,0.4`` (or fractions ``1/3,1/3,1/3``) -> numbers; the
+    Session checks that they are three positive shares adding up to 1."""
+    from fractions import Fraction
+
+    try:
+        return tuple(float(Fraction(part.strip())) for part in text.split(","))
+    except (ValueError, ZeroDivisionError):
+        raise InvalidParameter(
+            f"--mst-split takes three shares A,B,C adding up to 1; got {text!r}."
+        ) from None
+
+
 def synth_command(
     data: Annotated[Path, typer.Argument(help="A CSV or Parquet file.")],
     output_path: Annotated[
@@ -200,6 +213,13 @@ def synth_command(
         list[str] | None, typer.Option(help="Public bounds COL=LOW:HIGH[:BINS] (repeatable).")
     ] = None,
     rows: Annotated[int | None, typer.Option(help="Rows to sample (default: noisy total).")] = None,
+    mst_split: Annotated[
+        str | None,
+        typer.Option(
+            help="MST's budget shares A,B,C for (1-way marginals, tree selection, 2-way "
+            "marginals), adding up to 1 (default 0.4,0.2,0.4; the paper's: 1/3 each)."
+        ),
+    ] = None,
     ledger: Annotated[Path | None, typer.Option(help="SQLite ledger file.")] = None,
     report: Annotated[
         Path | None, typer.Option(help="Write the HTML fidelity report here.")
@@ -263,6 +283,8 @@ def synth_command(
             "rows": rows,
             "max_rows": max_rows,
         }
+        if mst_split is not None:
+            arguments["mst_split"] = _split(mst_split)
         if dry_run:
             output.note(session.explain_synthesis(**arguments))
             output.note("Dry run: nothing was spent.")
