@@ -147,6 +147,7 @@ PRIVATE_IN_SIGNATURES = [
     "dpkit.analytics._history.SpendHistory",
     "dpkit.analytics._sql_query.SqlStatement",
     "dpkit.analytics.query.Join",
+    "dpkit.analytics.query.PerPerson",
     "dpkit.analytics.query.TableKeys",
     "dpkit.design._core.Grid",
     "dpkit.design._distribution.PiecewiseUniform",

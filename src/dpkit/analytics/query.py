@@ -499,6 +499,10 @@ class Query:
         orders per customer (TPC-H Q13), the number of orders above 300 units (Q18),
         the mean of each person's largest purchase.
 
+        Filters and derived columns added *before* this call apply to the rows the step
+        reads (SQL's ``WHERE`` inside the subquery); those added after apply to the
+        per-person rows (``HAVING``, and the outer ``WHERE``).
+
         Parameters
         ----------
         by:
@@ -514,10 +518,6 @@ class Query:
             public SQL expression over the rows, as in :meth:`with_column`. DOUBLE
             and text values of the unit, ``by``, ``min`` and ``max`` come in their
             canonical form (one zero, NaN as NULL; strings byte-wise).
-
-        Filters and derived columns added *before* this call apply to the rows the step
-        reads (SQL's ``WHERE`` inside the subquery); those added after apply to the
-        per-person rows (``HAVING``, and the outer ``WHERE``).
 
         Privacy
         -------
