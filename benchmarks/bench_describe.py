@@ -137,7 +137,7 @@ def duckdb_csv(parquet: Path, csv: Path, out: Path) -> str:
     return _summarize(csv, "read_csv")
 
 
-def _describe(path: Path, out: Path, *extra: str) -> str:
+def _describe(path: Path, out: Path, *extra: str, src: str | None = None) -> str:
     args = [
         "dpkit",
         "describe",
@@ -152,8 +152,10 @@ def _describe(path: Path, out: Path, *extra: str) -> str:
         str(out / "describe.html"),
         *extra,
     ]
+    first = "" if src is None else f"sys.path.insert(0, {src!r})"
     return f"""
 import json, sys
+{first}
 from dpkit.cli.main import app
 sys.argv = {args!r}
 try:
@@ -177,11 +179,22 @@ def dpkit_parquet_unit(parquet: Path, csv: Path, out: Path) -> str:
     return _describe(parquet, out, "--privacy-unit", "person_id")
 
 
+def baseline_unit(src: str) -> Callable[[Path, Path, Path], str]:
+    """The ``--privacy-unit`` run of another checkout's ``src`` (``--baseline-src``):
+    before and after a change, interleaved in one run."""
+
+    def make(parquet: Path, csv: Path, out: Path) -> str:
+        return _describe(parquet, out, "--privacy-unit", "person_id", src=src)
+
+    return make
+
+
 def import_dpkit(parquet: Path, csv: Path, out: Path) -> str:
     return "import dpkit"
 
 
 BASELINE = "duckdb SUMMARIZE (parquet)"
+BASELINE_UNIT = "dpkit describe --privacy-unit person_id (parquet), --baseline-src"
 CONTENDERS: dict[str, Callable[[Path, Path, Path], str]] = {
     BASELINE: duckdb_parquet,
     "dpkit describe (parquet)": dpkit_parquet,
@@ -202,6 +215,12 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--only", nargs="*", default=None)
     parser.add_argument(
+        "--baseline-src",
+        default=None,
+        help="another checkout's src/ (e.g. `git archive HEAD src | tar -x -C DIR`): its"
+        " --privacy-unit run is added as a contender, interleaved with this one's",
+    )
+    parser.add_argument(
         "--warmup",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -216,6 +235,9 @@ def main() -> None:
     made = time.perf_counter() - start
     warm(parquet, csv)
     run("import dpkit, duckdb")  # compile the .pyc files, if not done yet
+    if args.baseline_src:
+        src = str(Path(args.baseline_src).resolve())
+        run(f"import sys; sys.path.insert(0, {src!r}); import dpkit.cli.main, dpkit.report")
     mib = 1 << 20
     print(
         f"{args.rows:,} rows, {COLUMNS} columns; {parquet.name} {parquet.stat().st_size / mib:.0f}"
@@ -228,10 +250,13 @@ def main() -> None:
     out = Path(tempfile.mkdtemp(prefix="dpkit-bench-describe-"))
     load_before = os.getloadavg()[0]
     try:
+        contenders = dict(CONTENDERS)
+        if args.baseline_src:
+            contenders[BASELINE_UNIT] = baseline_unit(str(Path(args.baseline_src).resolve()))
         codes = {
             name: make(parquet, csv, out)
-            for name, make in CONTENDERS.items()
-            if not args.only or name in args.only
+            for name, make in contenders.items()
+            if not args.only or name in args.only or name == BASELINE_UNIT
         }
         if args.warmup:
             for code in codes.values():

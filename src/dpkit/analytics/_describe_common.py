@@ -8,10 +8,10 @@ summarises numeric and date columns; both build on :class:`RunnerBase` here.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Any, TypeVar
 
 from dpkit.accounting.guarantees import ZCDP, Guarantee, PureDP
 from dpkit.analytics._describe_stages import missing_share
@@ -23,6 +23,15 @@ from dpkit.report.model import BudgetShare, ColumnKind, Statistic
 #: With a privacy unit: groups (categories, histogram bins) of one query a person counts
 #: in; the engine keeps that many by a keyed hash of the person's own rows.
 MAX_GROUPS_PER_PERSON = 5
+
+T = TypeVar("T")
+#: One column's summary as a generator of its queries: it yields ``(query, budget)``,
+#: is sent the query's result, and returns what it computed. :meth:`RunnerBase.run`
+#: advances every column's generator one query at a time, so that the queries of one
+#: stage (every column's count and mean, every column's percentiles) are evaluated
+#: together, their rows read in shared scans (issue 34). Each column's decisions are
+#: those of a sequential run: they read that column's releases only.
+Steps = Generator[tuple[Query, Guarantee], Any, T]
 
 
 def fresh_name(stem: str, taken: Iterable[str]) -> str:
@@ -217,16 +226,61 @@ class RunnerBase:
         self.secure = self.secure and all(r.secure for r in result.releases)
         return result
 
+    def _ask(self, query: Query, budget: Guarantee) -> Steps[Any]:
+        """One query of a column's :data:`Steps`: yielded, and answered by :meth:`run`."""
+        result = yield (query, budget)
+        return result
+
+    def run(self, columns: Mapping[str, Steps[T]]) -> dict[str, T]:
+        """Run every column's :data:`Steps` to the end, one round at a time: each round
+        evaluates the next query of every column not yet done, as one batch
+        (:func:`dpkit.analytics._shared_scan.evaluate_many`: the queries are charged
+        and released in this order, as if evaluated one by one). The rounds, and so the
+        order of the queries, depend on the plan and the releases only.
+
+        A Session whose ``evaluate`` was replaced on the instance (a recorder, a proxy)
+        is asked one query at a time through it."""
+        done: dict[str, T] = {}
+        pending: dict[str, tuple[Query, Guarantee]] = {}
+
+        def advance(name: str, send: Callable[[], tuple[Query, Guarantee]]) -> None:
+            try:
+                pending[name] = send()
+            except StopIteration as stop:
+                pending.pop(name, None)
+                done[name] = stop.value
+
+        for name, steps in columns.items():
+            advance(name, steps.__next__)
+        while pending:
+            names = list(pending)
+            results = self._evaluate_batch([pending[name] for name in names])
+            for name, result in zip(names, results, strict=True):
+                advance(name, lambda: columns[name].send(result))  # noqa: B023
+        return done
+
+    def _evaluate_batch(self, requests: list[tuple[Query, Guarantee]]) -> list[Any]:
+        from dpkit.analytics._shared_scan import evaluate_many
+
+        if len(requests) == 1 or "evaluate" in vars(self._session):
+            return [self._evaluate(query, budget) for query, budget in requests]
+        results = evaluate_many(
+            self._session, [(q, b) for q, b in requests], confidence=self._confidence
+        )
+        for result in results:
+            self.secure = self.secure and all(r.secure for r in result.releases)
+        return results
+
     @property
     def _kept(self) -> str:
         """How counts of rows are labelled: rows kept, with a privacy unit."""
         m = self.plan.max_rows
         return "" if m is None else f" kept (\u2264 {m} per person)"
 
-    def _count(self, name: str, budget: Guarantee) -> Statistic:
+    def _count_steps(self, name: str, budget: Guarantee) -> Steps[Statistic]:
         """A noisy count of a column's (non-missing) values."""
         query = self._query().filter(f"{_quote(name)} IS NOT NULL").count(name="count")
-        result = self._evaluate(query, budget)
+        result = yield from self._ask(query, budget)
         unit = "values" + self._kept
         return _statistic(result, "count", "count", self._confidence, budget, unit=unit)
 

@@ -18,6 +18,7 @@ from scipy.stats import norm
 from dpkit.accounting.guarantees import Guarantee, PureDP
 from dpkit.analytics._describe_common import (
     RunnerBase,
+    Steps,
     _quote,
     _released,
     _scaled,
@@ -92,8 +93,11 @@ OUTSIDE_WEIGHT = 0.5
 class NumericRunner(RunnerBase):
     """Summarises numeric and date columns (one method per stage)."""
 
-    def numeric(self, name: str, kind: ColumnKind, tell: Callable[[str], None]) -> ColumnSummary:
-        """Range, count, percentiles, max, clamped mean and histogram of one column."""
+    def numeric(
+        self, name: str, kind: ColumnKind, tell: Callable[[str], None]
+    ) -> Steps[ColumnSummary]:
+        """Range, count, percentiles, max, clamped mean and histogram of one column: a
+        generator of its queries, one stage at a time (:data:`Steps`)."""
         sql_type = self._session.columns[name]
         scale = _Scale.of(sql_type, self.plan.date_range)
         base = self._query()
@@ -107,7 +111,7 @@ class NumericRunner(RunnerBase):
         # 1. Range: noisy counts of persons over public bins (powers of two; years of
         #    the public date range), each person in at most a few bins.
         budget = self._shares.take(share * RANGE_SHARE, f"{name}: range", "histogram")
-        found = self._range_by_counts(column, base, scale, budget)
+        found = yield from self._range_by_counts(column, base, scale, budget)
         if found is None:
             # No range: spend the rest of the share on what needs none, the count of
             # values (and so the missing share), rather than leave it unused.
@@ -116,7 +120,7 @@ class NumericRunner(RunnerBase):
                 "released (the rest of the column's share)."
             )
             budget = self._shares.take(share * (1 - RANGE_SHARE), f"{name}: count", "count")
-            count = self._count(name, budget)
+            count = yield from self._count_steps(name, budget)
             missing = self._missing(count)
             return ColumnSummary(
                 name,
@@ -140,7 +144,7 @@ class NumericRunner(RunnerBase):
             budget = self._shares.take(
                 share * INTEGER_CHECK_SHARE, f"{name}: values not integers", "count"
             )
-            fractional = self._fractional(column, base, budget)
+            fractional = yield from self._fractional(column, base, budget)
             rest = (1.0 - RANGE_SHARE - INTEGER_CHECK_SHARE) / (1.0 - RANGE_SHARE)
             if _within_noise_of_zero(fractional):
                 scale = as_integer
@@ -154,14 +158,18 @@ class NumericRunner(RunnerBase):
         )
         extra = () if fractional is None else (fractional,)
         if scale.support(low, high) <= LOW_CARDINALITY:
-            return self._few_values(
-                name, column, base, scale, (low, high), notes, sql_type, rest, extra
+            return (
+                yield from self._few_values(
+                    name, column, base, scale, (low, high), notes, sql_type, rest, extra
+                )
             )
-        return self._spread(
-            name, kind, column, base, scale, (low, high), notes, tell, sql_type, rest, extra
+        return (
+            yield from self._spread(
+                name, kind, column, base, scale, (low, high), notes, tell, sql_type, rest, extra
+            )
         )
 
-    def _fractional(self, column: str, base: Query, budget: Guarantee) -> Statistic:
+    def _fractional(self, column: str, base: Query, budget: Guarantee) -> Steps[Statistic]:
         """A noisy count of the column's values that are not integers (a sum of 0/1)."""
         x = _quote(column)
         flagged, flag = self._derive(
@@ -170,7 +178,7 @@ class NumericRunner(RunnerBase):
             f"CASE WHEN {x} = round({x}) THEN 0 ELSE 1 END",
         )
         query = flagged.sum(flag, bounds=(0.0, 1.0), name="fractional")
-        result = self._evaluate(query, budget)
+        result = yield from self._ask(query, budget)
         return _statistic(
             result,
             "fractional",
@@ -182,10 +190,10 @@ class NumericRunner(RunnerBase):
 
     def _range_by_counts(
         self, column: str, base: Query, scale: _Scale, budget: Guarantee
-    ) -> tuple[float, float, str] | None:
+    ) -> Steps[tuple[float, float, str] | None]:
         """Noisy counts of persons per public bin; the occupied span is the range."""
         edges = scale.range_edges()
-        result = self._evaluate(
+        result = yield from self._ask(
             self._grouped(base.group_by_bins(column, edges).count_distinct(name="count")), budget
         )
         counts = np.asarray(result.columns["count"], dtype=np.float64)
@@ -213,7 +221,7 @@ class NumericRunner(RunnerBase):
 
     def _count_mean(
         self, column: str, base: Query, bounds: tuple[float, float], budget: Guarantee, unit: str
-    ) -> tuple[Statistic, Statistic, Statistic, float]:
+    ) -> Steps[tuple[Statistic, Statistic, Statistic, float]]:
         """The count of values, their mean clamped to ``bounds``, a noisy count of the
         values outside ``bounds`` (an indicator's sum, :data:`OUTSIDE_WEIGHT` of this
         query's budget), and the estimated share of values the clamping moves. Next to
@@ -231,7 +239,7 @@ class NumericRunner(RunnerBase):
             .mean(column, bounds=bounds, name="mean")
             .sum(outside, bounds=(0.0, 1.0), name="outside", weight=OUTSIDE_WEIGHT)
         )
-        result = self._evaluate(query, budget)
+        result = yield from self._ask(query, budget)
         count = _statistic(
             result, "count", "count", self._confidence, budget, unit="values" + self._kept
         )
@@ -258,7 +266,7 @@ class NumericRunner(RunnerBase):
         sql_type: str,
         rest: float = 1.0,
         extra: tuple[Statistic, ...] = (),
-    ) -> ColumnSummary:
+    ) -> Steps[ColumnSummary]:
         """An integer(-valued) column with few values in its released range: counts per
         value. ``rest`` scales the shares (after an integer check); ``extra`` holds that
         check's release."""
@@ -267,7 +275,7 @@ class NumericRunner(RunnerBase):
         first, last = scale.support_bounds(low, high)
         budget = self._shares.take(share * FEW_MEAN_SHARE, f"{name}: count, mean", "count, mean")
         bounds = (first, last) if last > first else (first, first + 1.0)
-        count, mean, outside, moved = self._count_mean(column, base, bounds, budget, "")
+        count, mean, outside, moved = yield from self._count_mean(column, base, bounds, budget, "")
         edges = [first - 1.0, *np.arange(first, last + 2.0).tolist(), last + 2.0]
         counted, values = column, base
         if not is_integer_type(sql_type):
@@ -278,7 +286,7 @@ class NumericRunner(RunnerBase):
                 base, f"{column}__integer", f"CASE WHEN {x} = round({x}) THEN {x} ELSE NULL END"
             )
         budget = self._shares.take(share * FEW_COUNTS_SHARE, f"{name}: counts per value", "counts")
-        histogram = self._histogram(counted, values, edges, budget, "", integer=True)
+        histogram = yield from self._histogram(counted, values, edges, budget, "", integer=True)
         if bounds == (0.0, 1.0):
             # "Share of 1" only when the releases show the column is 0/1: the values
             # outside [0, 1] and the under- and overflow bins all within noise of 0
@@ -316,8 +324,8 @@ class NumericRunner(RunnerBase):
         unit: str,
         *,
         integer: bool,
-    ) -> HistogramSummary:
-        result = self._evaluate(
+    ) -> Steps[HistogramSummary]:
+        result = yield from self._ask(
             self._grouped(base.group_by_bins(column, list(edges)).count()), budget
         )
         cols = result.columns
@@ -388,7 +396,7 @@ class NumericRunner(RunnerBase):
         sql_type: str,
         rest: float = 1.0,
         extra: tuple[Statistic, ...] = (),
-    ) -> ColumnSummary:
+    ) -> Steps[ColumnSummary]:
         """Count, mean, then the percentiles and max worth releasing at the released
         count, and a histogram (which gets the share of what is withheld)."""
         share = self._shares.of(name) * rest
@@ -398,7 +406,7 @@ class NumericRunner(RunnerBase):
         # 2. Count and mean (clamped to the released range) first: the released count
         #    decides which order statistics can be useful (post-processing).
         budget = self._shares.take(share * MEAN_SHARE, f"{name}: count, mean", "count, mean")
-        count, mean, _, moved = self._count_mean(column, base, (low, high), budget, unit)
+        count, mean, _, moved = yield from self._count_mean(column, base, (low, high), budget, unit)
         if scale.date == "DATE":
             mean = _whole_days(mean)
         values = max(1.0, count.ci_low if count.ci_low is not None else count.estimate or 0.0)
@@ -420,7 +428,7 @@ class NumericRunner(RunnerBase):
             query = self._order_query(
                 column, base, choice.levels, choice.with_max, (low, high), grid
             )
-            result = self._evaluate(query, budget)
+            result = yield from self._ask(query, budget)
             for q in choice.levels:
                 key = "q" if len(choice.levels) == 1 else f"q_{q:g}"
                 released[q] = scale.snap(float(result.columns[key][0]), low, high)
@@ -503,7 +511,9 @@ class NumericRunner(RunnerBase):
         )
         hist_share = share * (1.0 - RANGE_SHARE - MEAN_SHARE) - order_share
         budget = self._shares.take(hist_share, f"{name}: histogram", "histogram")
-        histogram = self._histogram(column, base, edges, budget, unit, integer=scale.integer)
+        histogram = yield from self._histogram(
+            column, base, edges, budget, unit, integer=scale.integer
+        )
         missing = self._missing(count)
         alerts = numeric_alerts(statistics, low, missing, moved)
         return ColumnSummary(

@@ -53,6 +53,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, date, datetime
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
@@ -65,6 +66,7 @@ from dpkit.analytics._describe_common import (
 )
 from dpkit.analytics._describe_common import DescribePlan as DescribePlan
 from dpkit.analytics._describe_common import (
+    Steps,
     _amount,
     _finite_or_none,
     _float_down,
@@ -418,16 +420,22 @@ def describe(
     skipped = runner.precheck_categories(tell)
     shares.reallocate({name: fraction for name, (_, fraction) in skipped.items()})
 
-    # Stage 3: every other column, on its (possibly larger) share.
-    summaries: list[ColumnSummary] = []
+    # Stage 3: every other column, on its (possibly larger) share. Each column's
+    # queries are a generator (its stages: range, count and mean, percentiles,
+    # histogram), and the runner evaluates one stage of every column as a batch, whose
+    # rows the engine reads in shared scans (issue 34); each column's decisions read
+    # its own releases only, as when the columns ran one after another.
+    steps: dict[str, Steps[ColumnSummary]] = {}
     for name, kind in plan.columns:
         tell(name)
         if name in skipped:
-            summaries.append(skipped[name][0])
-        elif kind == "categorical":
-            summaries.append(runner.categorical(name, top))
+            continue
+        if kind == "categorical":
+            steps[name] = runner.categorical(name, top)
         else:
-            summaries.append(runner.numeric(name, kind, tell))
+            steps[name] = runner.numeric(name, kind, tell)
+    found = runner.run(steps)
+    summaries = [skipped[name][0] if name in skipped else found[name] for name, _ in plan.columns]
     notes.extend(f"{name}: skipped ({reason})" for name, reason in plan.skipped)
     if any(w != 1.0 for w in plan.weights):
         notes.append(_weights_note(plan))
@@ -603,9 +611,19 @@ class _Runner(NumericRunner):
         share = self._shares.share * (1.0 if m is None else 1.0 - DROPPED_SHARE)
         budget = self._shares.take(share, "rows, persons", "count")
         query = self._query().count(name="rows")
-        if m is not None:
+        if m is None:
+            result = self._evaluate(query, budget)
+        else:
             query = query.count_distinct(name="persons")
-        result = self._evaluate(query, budget)
+            # With the count of rows at a larger bound (_dropped), as one batch: both
+            # read every row of every person (one shared scan; the same charges,
+            # records and releases as one after the other).
+            big = min(DROPPED_FACTOR * m, 2**31)
+            wide_budget = self._shares.take(
+                self._shares.share * DROPPED_SHARE, f"rows at \u2264 {big} per person", "count"
+            )
+            wide_query = Query().bound(max_rows=big).count(name="rows")
+            result, wide = self._evaluate_batch([(query, budget), (wide_query, wide_budget)])
         rows = _statistic(
             result, "rows", "rows" + self._kept, self._confidence, budget, unit="rows"
         )
@@ -614,16 +632,13 @@ class _Runner(NumericRunner):
             return rows, None, None
         persons = _statistic(result, "persons", "persons", self._confidence, budget)
         self.persons_count = persons
-        return rows, persons, self._dropped(rows, m)
+        return rows, persons, self._dropped(rows, m, wide, wide_budget)
 
-    def _dropped(self, kept: Statistic, m: int) -> str:
-        """Rows kept at ``DROPPED_FACTOR`` times the bound, minus rows kept: a private
-        lower estimate of the rows the bound dropped (post-processing of two counts)."""
+    def _dropped(self, kept: Statistic, m: int, result: Any, budget: Guarantee) -> str:
+        """Rows kept at ``DROPPED_FACTOR`` times the bound (``result``, at ``budget``),
+        minus rows kept: a private lower estimate of the rows the bound dropped
+        (post-processing of two counts)."""
         big = min(DROPPED_FACTOR * m, 2**31)
-        budget = self._shares.take(
-            self._shares.share * DROPPED_SHARE, f"rows at \u2264 {big} per person", "count"
-        )
-        result = self._evaluate(Query().bound(max_rows=big).count(name="rows"), budget)
         wide = _statistic(result, "rows", "rows", self._confidence, budget)
         dropped = max(0.0, _released(wide) - _released(kept))
         text = (
@@ -739,15 +754,15 @@ class _Runner(NumericRunner):
             alerts=alerts,
         )
 
-    def categorical(self, name: str, top: int) -> ColumnSummary:
+    def categorical(self, name: str, top: int) -> Steps[ColumnSummary]:
         sql_type = self._session.columns[name]
         if sql_type.upper().startswith("BOOLEAN"):
-            return self.boolean(name, sql_type)
+            return (yield from self.boolean(name, sql_type))
         # Its share, less what the pre-check spent (the share may have grown since).
         share = self._shares.of(name) - self.prechecked.get(name, 0.0)
         budget = self._shares.take(share, name, "key selection + count")
         c = count_name(name)
-        result = self._evaluate(self._selection_query(name), budget)
+        result = yield from self._ask(self._selection_query(name), budget)
         columns = result.columns
         order = np.argsort(-np.asarray(columns[c], dtype=np.float64), kind="stable")
         counts = []
@@ -782,7 +797,7 @@ class _Runner(NumericRunner):
             alerts=tuple(alerts),
         )
 
-    def boolean(self, name: str, sql_type: str) -> ColumnSummary:
+    def boolean(self, name: str, sql_type: str) -> Steps[ColumnSummary]:
         """A BOOLEAN column: the count of values and the share of true (public keys)."""
         budget = self._shares.take(self._shares.of(name), name, "count, share true")
         flagged, flag = self._derive(
@@ -793,7 +808,7 @@ class _Runner(NumericRunner):
             .count(name="count")
             .mean(flag, bounds=(0.0, 1.0), name="share")
         )
-        result = self._evaluate(query, budget)
+        result = yield from self._ask(query, budget)
         count = _statistic(
             result, "count", "count", self._confidence, budget, unit="values" + self._kept
         )

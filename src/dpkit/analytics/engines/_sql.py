@@ -484,32 +484,50 @@ class SqlEngine:
         # hash * 2^32 + index < 2^63 orders as the pair does, and is much faster to
         # compare than a struct.
         key = f"({keyed.finish('__hl')} * 4294967296 + __i)"
-        if m <= self.top_n_limit:
-            # A bounded aggregate: the hash aggregate holds at most m (key, index)
-            # entries per pair, however many rows the pair has; no window over the
-            # rows. Measured at 10^8 rows (benchmarks/results/session.md): 1.36 GB for
-            # the median histogram, against 1.59 GB for a row_number() window over the
-            # kept rows; on the ungrouped private-bounds histogram a window would hold
-            # every row of the table. Memory grows with persons x k x m, not with rows.
-            ctes.append(
-                f"__top AS (SELECT {pair_keys}, min_by(__i, {key}, {m}) AS __is FROM __hv "
-                f"GROUP BY {pair_keys})"
-            )
-            ctes.append(f"__vals AS (SELECT {self.explode}(__is) AS __i{gl} FROM __top)")
-            return ctes
-        # m beyond min_by's n: pairs with at most m values keep them all (no ranking
-        # needed), and only the rows of pairs with more than m values -- a person with
-        # over 10^5 (Spark) or 10^6 (DuckDB) rows in one group -- go through a window.
+        # Pairs with at most m values keep them all: the rule keeps a pair's m values
+        # of smallest (hash, index), which is every value when there are at most m, so
+        # the kept values -- and the proof: a rule on the pair's own rows and the salt,
+        # the split itself decided by the pair's own count -- are those of ranking
+        # every pair. Only the rows of pairs with more than m values are ranked
+        # (issue 34: with m about the rows a person has, few pairs have more, and
+        # ranking every pair's values took 4.6 of 4.8 CPU seconds of describe's
+        # percentile histogram at 10^7 rows; this split 2.2, the same counts, 360 MiB
+        # peak instead of 900).
         on = " AND ".join(f"r.{c} = p.{c}" for c in ["__u", *groups])
-        ctes += [
-            f"__cnt AS (SELECT {pair_keys}, count(*) AS __c FROM __hv GROUP BY {pair_keys})",
-            f"__vals AS (SELECT r.__i{''.join(f', r.{g}' for g in groups)} FROM __hv r "
-            f"{self.semi_join} (SELECT * FROM __cnt WHERE __c <= {m}) p ON {on} "
-            f"UNION ALL SELECT __i{gl} FROM (SELECT r.* FROM __hv r {self.semi_join} "
-            f"(SELECT * FROM __cnt WHERE __c > {m}) p ON {on}) AS __big "
+        ctes.append(
+            f"__cnt AS (SELECT {pair_keys}, count(*) AS __c FROM __hv GROUP BY {pair_keys})"
+        )
+        small = (
+            f"SELECT r.__i{''.join(f', r.{g}' for g in groups)} FROM __hv r "
+            f"{self.semi_join} (SELECT * FROM __cnt WHERE __c <= {m}) p ON {on}"
+        )
+        big_rows = (
+            f"SELECT r.* FROM __hv r {self.semi_join} (SELECT * FROM __cnt WHERE __c > {m}) "
+            f"p ON {on}"
+        )
+        if m <= self.top_n_limit:
+            # The pairs with more than m values: a bounded aggregate, which holds at
+            # most m (key, index) entries per pair, however many rows the pair has; no
+            # window over the rows. Measured at 10^8 rows (benchmarks/results/session.md):
+            # 1.36 GB for the median histogram, against 1.59 GB for a row_number()
+            # window over the kept rows; on the ungrouped private-bounds histogram a
+            # window would hold every row of the table. Memory grows with persons x k x
+            # m, not with rows.
+            ctes.append(
+                f"__top AS (SELECT {pair_keys}, min_by(__i, {key}, {m}) AS __is FROM "
+                f"({big_rows}) AS __big GROUP BY {pair_keys})"
+            )
+            ctes.append(
+                f"__vals AS ({small} UNION ALL SELECT {self.explode}(__is) AS __i{gl} FROM __top)"
+            )
+            return ctes
+        # m beyond min_by's n -- a person with over 10^5 (Spark) or 10^6 (DuckDB) rows
+        # in one group: those pairs' rows go through a window.
+        ctes.append(
+            f"__vals AS ({small} UNION ALL SELECT __i{gl} FROM ({big_rows}) AS __big "
             f"QUALIFY row_number() OVER (PARTITION BY {pair_keys} "
-            f"ORDER BY {keyed.finish('__hl')}, __i) <= {_window_limit(m, '__hl')})",
-        ]
+            f"ORDER BY {keyed.finish('__hl')}, __i) <= {_window_limit(m, '__hl')})"
+        )
         return ctes
 
     def histograms(self, plan: Plan, spec: OrderSpec) -> dict[tuple[Any, ...], dict[int, int]]:
@@ -589,14 +607,7 @@ class SqlEngine:
         # pair-level arithmetic and final sum are cheaper than the wide type's; the
         # final sum is then the engine's overflow-free wide sum (:meth:`wide_sum`).
         scaled = [f"least(__c, {m}) AS __c"]
-        for i in sums:
-            s = f"CAST(__s{i} AS {self.wide})"
-            quotient = f"CAST({self.int_div(s, '__c')} AS {self.wide})"
-            remainder = self.int_div(f"({s} % __c) * {m}", "__c")
-            value = f"CASE WHEN __c <= {m} THEN {s} ELSE {quotient} * {m} + {remainder} END"
-            if self._narrow(plan, i):
-                value = f"CAST({value} AS BIGINT)"
-            scaled.append(f"{value} AS __s{i}")
+        scaled += [f"{self._scaled_sum(plan, i, f'__s{i}', '__c')} AS __s{i}" for i in sums]
         if groups and self._ranks_groups(plan):
             # Step 3: each unit's k groups of smallest (H(salt, unit, groups), groups).
             rows_from = self._keep_groups(plan, groups, "__pairs", rows_from, scaled, ctes, "__b")
@@ -629,6 +640,20 @@ class SqlEngine:
             for i in range(len(plan.statistics))
         ]
         return f"SELECT {', '.join(selected)} FROM ({main}) AS __m{joins}"
+
+    def _scaled_sum(self, plan: Plan, i: int, total: str, count: str) -> str:
+        """SQL of step 2 for statistic ``i``: a pair's sum ``total`` over ``count`` rows,
+        scaled to ``max_rows`` rows' worth when ``count`` exceeds it (the proof above,
+        in :meth:`_bounded`). ``count`` >= 1, or 0 with ``total`` NULL or 0 (a pair
+        with no rows, in :mod:`._batch`): the first branch, no division."""
+        m = plan.max_rows
+        s = f"CAST({total} AS {self.wide})"
+        quotient = f"CAST({self.int_div(s, count)} AS {self.wide})"
+        remainder = self.int_div(f"({s} % {count}) * {m}", count)
+        value = f"CASE WHEN {count} <= {m} THEN {s} ELSE {quotient} * {m} + {remainder} END"
+        if self._narrow(plan, i):
+            value = f"CAST({value} AS BIGINT)"
+        return value
 
     def _ranks_groups(self, plan: Plan) -> bool:
         """Whether step 3 has anything to do: not when the public keys are at most

@@ -1,0 +1,226 @@
+"""describe's shared scans (issue 34): the same integers, releases and ledger as one
+query at a time.
+
+* the engine's shared statements (``aggregate_many``, ``histograms_many``) return, for
+  every plan, the integers of the plan's own statement -- on tables with missing
+  values, NaN, filters, derived columns and persons with more rows than the bound --
+  on DuckDB and on Spark;
+* ``describe`` with its stages evaluated as batches gives the summary and ledger of the
+  same plan evaluated one query at a time (same seed: same salts, same noise);
+* a batch is refused whole before any charge, binds its shared statements before the
+  charge, and fails closed after it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+
+import dpkit as dp
+from dpkit.analytics import Query
+from dpkit.analytics._shared_scan import evaluate_many
+from dpkit.analytics.describe import describe
+from dpkit.analytics.engines import _batch
+from dpkit.analytics.engines._batch import share_aggregates, share_orders
+from dpkit.errors import BudgetExceeded, EngineError, SessionLocked
+from dpkit.report import to_json
+
+pytestmark = pytest.mark.filterwarnings("ignore::dpkit.errors.InsecureRandomWarning")
+
+
+def frame(rows: int = 6000, persons: int = 400, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    out = pd.DataFrame(
+        {
+            "p": rng.integers(0, persons, rows),
+            "x": rng.normal(50.0, 10.0, rows),
+            "y": rng.exponential(3.0, rows),
+            "k": rng.integers(0, 5, rows),
+            "d": pd.to_datetime("2000-01-01")
+            + pd.to_timedelta(rng.integers(0, 9000, rows), unit="D"),
+            "flag": rng.random(rows) < 0.3,
+            "region": rng.choice(["north", "south", "east"], rows),
+        }
+    )
+    out.loc[rng.random(rows) < 0.1, "x"] = np.nan  # missing
+    out.loc[rng.random(rows) < 0.02, "x"] = float("nan")
+    out.loc[rng.random(rows) < 0.05, "y"] = None
+    out.loc[rng.random(rows) < 0.01, "p"] = None  # rows no person owns
+    out.loc[:80, "p"] = 7  # one person with many rows (above every bound)
+    out["d"] = out["d"].dt.date
+    return out
+
+
+def session(data: pd.DataFrame, unit: str | None = "p", budget: Any = None) -> dp.Session:
+    connection = duckdb.connect()
+    connection.register("frame", data)
+    connection.execute("CREATE TABLE t AS SELECT * FROM frame")
+    return dp.Session.from_duckdb(
+        connection, "t", privacy_unit=unit, budget=budget or dp.ZCDP(10.0), rng=3
+    )
+
+
+SUMS = [
+    Query()
+    .bound(max_rows=3)
+    .filter('"x" IS NOT NULL')
+    .count(name="count")
+    .mean("x", bounds=(20.0, 80.0), name="mean"),
+    Query().bound(max_rows=5).count(name="rows").count_distinct(name="persons"),
+    Query()
+    .bound(max_rows=2)
+    .with_column("yy", '"y" * 2')
+    .filter('"yy" > 1')
+    .sum("yy", bounds=(0.0, 10.0), name="s"),
+    Query().bound(max_rows=4).filter('"k" = 2').count(name="c"),
+    Query().bound(max_rows=1).filter('"k" = 9').count(name="none").sum("x", bounds=(0.0, 1.0)),
+    Query().bound(max_rows=100).variance("y", bounds=(0.0, 30.0), name="v"),
+]
+ORDERS = [
+    Query().bound(max_rows=3).quantile("x", [0.25, 0.5], bounds=(0.0, 100.0), name="q"),
+    Query().bound(max_rows=2).filter('"k" >= 1').max("y", bounds=(0.0, 20.0), name="m"),
+    Query().bound(max_rows=20).quantile("y", [0.5], bounds=(0.0, 20.0), name="q2"),
+    Query().bound(max_rows=1).min("x", bounds=(0.0, 100.0), name="mn"),
+    Query()
+    .bound(max_rows=4)
+    .with_column("e", 'epoch("d")')
+    .quantile("e", [0.5], bounds=(9e8, 1.8e9), name="qe"),
+    Query().bound(max_rows=2).filter('"k" = 9').quantile("x", [0.5], bounds=(0.0, 1.0)),
+]
+
+
+def plans(s: dp.Session, queries: list[Query]) -> list[Any]:
+    return [s._compile(q, dp.ZCDP(0.1), salt=11 + 7 * i) for i, q in enumerate(queries)]
+
+
+def check_engine(s: dp.Session) -> None:
+    engine: Any = s._engine
+    compiled = plans(s, SUMS)
+    sums = [c.plan for c in compiled]
+    assert share_aggregates(sums) == list(range(len(sums)))
+    _batch.prepare_many(engine, sums, [])
+    assert _batch.aggregate_many(engine, sums) == [engine.aggregate(p) for p in sums]
+    jobs = [(c.plan, o) for c in plans(s, ORDERS) for o in c.orders]
+    assert share_orders(jobs) == list(range(len(jobs)))
+    _batch.prepare_many(engine, [], jobs)
+    assert _batch.histograms_many(engine, jobs) == [engine.histograms(p, o) for p, o in jobs]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_shared_statements_compute_each_plans_integers(seed: int) -> None:
+    check_engine(session(frame(seed=seed)))
+
+
+def test_plans_that_cannot_share_run_alone() -> None:
+    s = session(frame())
+    engine: Any = s._engine
+    # The same derived name for two expressions: no shared statement, the same results.
+    clash = [
+        Query().bound(max_rows=2).with_column("z", '"x" + 1').sum("z", bounds=(0.0, 99.0)),
+        Query().bound(max_rows=2).with_column("z", '"y" + 1').sum("z", bounds=(0.0, 99.0)),
+        Query()
+        .bound(max_rows=2, max_groups=2)
+        .group_by("k", keys=dp.analytics.KeySet.from_values(k=[0, 1, 2, 3, 4]))
+        .count(),  # grouped
+    ]
+    compiled = [c.plan for c in plans(s, clash)]
+    assert share_aggregates(compiled) == []
+    assert _batch.aggregate_many(engine, compiled) == [engine.aggregate(p) for p in compiled]
+    # Without a privacy unit nothing is shared (those plans are cheap row-level ones).
+    plain = session(frame(), unit=None)
+    assert share_aggregates([c.plan for c in plans(plain, SUMS)]) == []
+
+
+def _observed(summary: Any) -> dict[str, Any]:
+    out: dict[str, Any] = json.loads(to_json(summary))
+    out.pop("created", None)
+    return out
+
+
+def _one_at_a_time(s: dp.Session) -> None:
+    """Make describe evaluate one query at a time (an instance's own ``evaluate``)."""
+    evaluate = s.evaluate
+    s.evaluate = lambda query, **options: evaluate(query, **options)  # type: ignore[method-assign]
+
+
+@pytest.mark.parametrize(
+    ("unit", "budget", "options"),
+    [
+        ("p", dp.ApproxDP(2.0, 1e-6), {}),
+        ("p", dp.ZCDP(0.5), {"max_rows": 3}),
+        ("p", dp.PureDP(3.0), {"max_rows": 2}),
+        (None, dp.ApproxDP(2.0, 1e-6), {}),
+    ],
+    ids=["unit, private max_rows", "unit, zCDP", "unit, pure", "no unit"],
+)
+def test_batched_describe_equals_one_query_at_a_time(
+    unit: str | None, budget: Any, options: dict[str, Any]
+) -> None:
+    data = frame(rows=8000, persons=900)
+    batched, single = session(data, unit, budget), session(data, unit, budget)
+    _one_at_a_time(single)
+    a = describe(batched, **options)
+    b = describe(single, **options)
+    assert _observed(a) == _observed(b)
+    assert [(r.amount, r.description) for r in batched.history] == [
+        (r.amount, r.description) for r in single.history
+    ]
+
+
+def test_a_batch_that_would_overspend_is_refused_whole() -> None:
+    s = session(frame(), budget=dp.ZCDP(1.0))
+    requests = [(q, dp.ZCDP(0.4)) for q in SUMS[:3]]
+    with pytest.raises(BudgetExceeded):
+        evaluate_many(s, requests)
+    assert list(s.history) == []
+    results = evaluate_many(s, requests[:2])
+    assert len(results) == 2 and len(s.history) == 2
+
+
+def test_shared_statements_are_bound_before_the_charge(monkeypatch: pytest.MonkeyPatch) -> None:
+    s = session(frame())
+
+    def refuse(*_: Any) -> None:
+        raise EngineError("DuckDB cannot run the query: (a binding error)")
+
+    monkeypatch.setattr(_batch, "prepare_many", refuse)
+    with pytest.raises(EngineError):
+        evaluate_many(s, [(q, dp.ZCDP(0.1)) for q in SUMS[:2]])
+    assert list(s.history) == []
+
+
+def test_a_failure_after_the_charge_fails_closed(monkeypatch: pytest.MonkeyPatch) -> None:
+    s = session(frame())
+
+    def crash(*_: Any) -> Any:
+        raise MemoryError
+
+    monkeypatch.setattr(_batch, "histograms_many", crash)
+    with pytest.raises(SessionLocked):
+        evaluate_many(s, [(q, dp.ZCDP(0.1)) for q in ORDERS[:2]])
+    with pytest.raises(SessionLocked):
+        s.evaluate(Query().count(), budget=dp.ZCDP(0.01))
+
+
+def test_shared_statements_are_identical_on_spark(spark: Any) -> None:
+    data = frame(rows=3000, persons=200)
+    budget = dp.ZCDP(10.0)
+    on_spark = dp.Session.from_spark(
+        spark.createDataFrame(data), privacy_unit="p", budget=budget, rng=3
+    )
+    on_duckdb = session(data)
+    check_engine(on_spark)
+    for queries in (SUMS, ORDERS):
+        for a, b in zip(plans(on_spark, queries), plans(on_duckdb, queries), strict=True):
+            assert a.plan == b.plan
+    spark_engine: Any = on_spark._engine
+    duck_engine: Any = on_duckdb._engine
+    sums = [c.plan for c in plans(on_spark, SUMS)]
+    assert _batch.aggregate_many(spark_engine, sums) == _batch.aggregate_many(duck_engine, sums)
+    jobs = [(c.plan, o) for c in plans(on_spark, ORDERS) for o in c.orders]
+    assert _batch.histograms_many(spark_engine, jobs) == _batch.histograms_many(duck_engine, jobs)
