@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -183,6 +183,32 @@ def _bounded_size(expression: str, sizes: dict[str, int], owner: str) -> int:
     return size
 
 
+def validated_rows(
+    given_derived: Sequence[tuple[str, str]],
+    given_filters: Sequence[str],
+    schema: Mapping[str, str],
+    owner: str,
+) -> tuple[list[tuple[str, str]], tuple[str, ...], set[str], dict[str, int]]:
+    """Derived columns and filters checked against the grammar and made total (derived
+    columns see the table and the derived columns before them; a name may not repeat
+    one in any case: engines resolve names without regard to case, so "X" would read
+    the table's "x"), with the columns they may name and each derived column's
+    expanded size (refused past :data:`MAX_EXPANDED_SIZE`)."""
+    known = set(schema)
+    derived: list[tuple[str, str]] = []
+    sizes: dict[str, int] = {}
+    for name, expression in given_derived:
+        if name.casefold() in {k.casefold() for k in known}:
+            raise InvalidParameter(f"{owner}: derived column {name!r} already exists.")
+        derived.append((name, validate_expression(expression, known, "Query.with_column")))
+        sizes[name] = _bounded_size(expression, sizes, "Query.with_column")
+        known.add(name)
+    filters = tuple(validate_expression(f, known, "Query.filter") for f in given_filters)
+    for expression in given_filters:
+        _bounded_size(expression, sizes, "Query.filter")
+    return derived, filters, known, sizes
+
+
 def _canonical_keyset(keys: KeySet, types: Mapping[str, str]) -> KeySet:
     """``keys`` with every value of its column's type; aliases refused (dpkit.analytics._keys)."""
     column_types = tuple(types[c] for c in keys.columns)
@@ -296,20 +322,7 @@ def compile_query(
             f"{owner}: Query.from_table, Query.join and KeySet.from_table need a Session "
             "over several tables (Session.from_tables)."
         )
-    # Expressions: derived columns see the table and earlier derived columns.
-    known = set(schema)
-    derived = []
-    sizes: dict[str, int] = {}
-    for name, expression in query.derived:
-        # Engines resolve names without regard to case: "X" would read the table's "x".
-        if name.casefold() in {k.casefold() for k in known}:
-            raise InvalidParameter(f"{owner}: derived column {name!r} already exists.")
-        derived.append((name, validate_expression(expression, known, "Query.with_column")))
-        sizes[name] = _bounded_size(expression, sizes, "Query.with_column")
-        known.add(name)
-    filters = tuple(validate_expression(f, known, "Query.filter") for f in query.filters)
-    for expression in query.filters:
-        _bounded_size(expression, sizes, "Query.filter")
+    derived, filters, known, _ = validated_rows(query.derived, query.filters, schema, owner)
     # Per-row cost over the whole query (issue 27, section 3): literal characters,
     # concatenation width and regex matches, each derived column counted where it is
     # used; refused from the text alone, before anything is charged.

@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dpkit.analytics._canonical import key_category
-from dpkit.analytics._compile import _bounded_size, _check_filter_types
+from dpkit.analytics._compile import _bounded_size, _check_filter_types, validated_rows
 from dpkit.analytics._expr import validate_expression
 from dpkit.analytics._joins import JoinedView
 from dpkit.analytics._plan import PartScope
@@ -135,20 +135,9 @@ def person_relation(
             f"{_OWNER}: the Session has no privacy unit (each row is a person), so there "
             "is nothing to aggregate per person; open the Session with privacy_unit=."
         )
-    known = set(schema)
-    derived: list[tuple[str, str]] = []
-    sizes: dict[str, int] = {}
-    for name, text in step.derived:
-        if name.casefold() in {k.casefold() for k in known}:
-            raise InvalidParameter(f"{_OWNER}: derived column {name!r} already exists.")
-        derived.append((name, validate_expression(text, known, "Query.with_column")))
-        sizes[name] = _bounded_size(text, sizes, "Query.with_column")
-        known.add(name)
-    filters = tuple(validate_expression(f, known, "Query.filter") for f in step.filters)
-    for text in step.filters:
-        _bounded_size(text, sizes, "Query.filter")
+    derived, filters, known, sizes = validated_rows(step.derived, step.filters, schema, _OWNER)
     # Each aggregate's argument is one more derived column (named so no table column can
-    # be: names starting with __dpkit are refused at creation), costed like the others.
+    # be: the prefix __dpkit is refused above), costed like the others.
     arguments = [
         (f"__dpkit_a{i}", argument)
         for i, (_, _, argument) in enumerate(step.aggregates)
