@@ -535,7 +535,7 @@ def per_person_within_sensitivity(data: st.DataObject) -> None:
             assert all(r.total() == 1 for r in rows.values())
 
 
-@settings(FAST)
+@settings(FAST, max_examples=8)
 @given(data=st.data())
 def test_per_person_rows_are_one_persons_and_move_within_the_sensitivity(
     data: st.DataObject,
@@ -571,7 +571,7 @@ def per_person_same_on_spark(data: st.DataObject) -> None:
         assert exact_of(duck, query) == exact_of(spark, query), repr(query)
 
 
-@settings(SPARK)
+@settings(SPARK, max_examples=1)
 @given(data=st.data())
 def test_per_person_spark_computes_duckdbs_integers(spark: Any, data: st.DataObject) -> None:
     per_person_same_on_spark(data)

@@ -391,7 +391,7 @@ def test_every_statement_is_refused_on_every_table_or_runs_on_every_table_slow(t
     check(text)
 
 
-@settings(max_examples=12, **_SETTINGS)
+@settings(max_examples=8, **_SETTINGS)
 @given(text=person_statement())
 def test_every_per_person_statement_is_refused_everywhere_or_runs_everywhere(text: str) -> None:
     check(text)
