@@ -197,6 +197,31 @@ def test_a_select_over_public_tables_only_is_exact_and_free() -> None:
             "Expected ',' or '\\)'",
             "COUNT",
         ),
+        (HEADER + ") COUNT(*) FROM visits\nWHERE day >= 5", "cannot type this", "day >= 5"),
+        (HEADER + ") COUNT(*) FROM visits WHERE duration", "WHERE takes a condition", "duration"),
+        (
+            HEADER + ") SUM(region, contribution_bounds_per_row => (0, 1)) "
+            "FROM visits JOIN regions USING (region_id)",
+            "SUM needs a number; this is of type VARCHAR",
+            "region, contribution",
+        ),
+        (
+            HEADER + ") MAX(day, contribution_bounds_per_row => (0, 1)) FROM visits",
+            "MAX needs a number",
+            "day, contribution",
+        ),
+        (
+            HEADER + ") COUNT(*) FROM (SELECT uid, SUM(region) AS s FROM visits "
+            "JOIN regions USING (region_id) GROUP BY uid) AS p",
+            "SUM needs a number",
+            "SUM(region)",
+        ),
+        (
+            HEADER + ") COUNT(*) FROM (SELECT uid, COUNT(*) AS c FROM visits "
+            "WHERE upper(duration) = 'A' GROUP BY uid) AS p",
+            "cannot type this",
+            "upper(duration)",
+        ),
     ],
     ids=[
         "non-DP select over a private table",
@@ -212,6 +237,12 @@ def test_a_select_over_public_tables_only_is_exact_and_free() -> None:
         "sample variance",
         "order by a non-output column",
         "options not closed",
+        "a type error in WHERE",
+        "WHERE without a condition",
+        "SUM of text",
+        "MAX of a timestamp",
+        "a person's SUM of text",
+        "a type error in a subquery's WHERE",
     ],
 )
 def test_errors_are_sql_errors_with_a_position(sql: str, match: str, at: str) -> None:
@@ -223,6 +254,55 @@ def test_errors_are_sql_errors_with_a_position(sql: str, match: str, at: str) ->
     line = sql[:start].count("\n") + 1
     column = start - (sql[:start].rfind("\n") + 1) + 1
     assert (caught.value.line, caught.value.column) == (line, column)
+    assert not session.history
+
+
+@pytest.mark.parametrize("engine", ["duckdb", "spark"])
+def test_type_errors_are_located_by_the_engine_that_runs_the_query(
+    engine: str, request: pytest.FixtureRequest
+) -> None:
+    if engine == "spark":
+        request.getfixturevalue("spark")
+    frame = pd.DataFrame(
+        {
+            "uid": [1, 2, 3],
+            "name": ["a", "b", "c"],
+            "x": [1.0, 2.0, 3.0],
+            "day": pd.to_datetime(["2024-01-01"] * 3),
+        }
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dp.InsecureRandomWarning)
+        session = dp.Session.from_tables(
+            {"t": frame}, privacy_unit="uid", budget=dp.PureDP(1.0), rng=3, engine=engine
+        )
+    head = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 0.5)\n"
+    cases = [
+        ("COUNT(*) FROM t WHERE day >= 5", "cannot type this expression", "day >= 5"),
+        ("COUNT(*) FROM t WHERE x", "WHERE takes a condition", "x"),
+        ("SUM(name, contribution_bounds_per_row => (0, 1)) FROM t", "needs a number", "name,"),
+    ]
+    for tail, match, at in cases:
+        with pytest.raises(SqlError, match=match) as caught:
+            session.sql(head + tail)
+        assert (caught.value.line, caught.value.column) == (2, tail.rindex(at) + 1)
+    assert not session.history
+
+
+def test_group_by_a_select_alias_groups_by_its_expression() -> None:
+    # GROUP BY may name a SELECT alias, as in BigQuery; a column of that name wins.
+    session = _session()
+    by_alias = session.sql_query(
+        HEADER + ") region_id + 1 AS r, COUNT(*) AS n FROM visits GROUP BY r"
+    )
+    by_expression = session.sql_query(
+        HEADER + ") region_id + 1 AS r, COUNT(*) AS n FROM visits GROUP BY region_id + 1"
+    )
+    assert by_alias.query == by_expression.query
+    assert by_alias.renames == by_expression.renames and by_alias.columns == ("r", "n")
+    shadowed = HEADER + ") duration AS uid, COUNT(*) AS n FROM visits GROUP BY uid"
+    with pytest.raises(SqlError, match="must be in GROUP BY"):
+        session.sql(shadowed)
     assert not session.history
 
 

@@ -41,12 +41,12 @@ class Clause:
 
 
 def position_of(node: Any) -> int | None:
-    """The character offset where a SQLGlot node (or its first located child) starts."""
-    for child in node.walk():
-        start = getattr(child, "meta", {}).get("start")
-        if isinstance(start, int):
-            return start
-    return None
+    """The character offset where a SQLGlot node starts: the leftmost located token
+    of the node and its children (``day >= 5`` starts at ``day``, not at ``5``, which a
+    breadth-first walk reaches first)."""
+    starts = [getattr(child, "meta", {}).get("start") for child in node.walk()]
+    located = [start for start in starts if isinstance(start, int)]
+    return min(located) if located else None
 
 
 def _blank(text: str, start: int, end: int) -> str:

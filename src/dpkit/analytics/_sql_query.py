@@ -33,10 +33,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from dpkit.accounting.guarantees import ApproxDP, Guarantee, PureDP
+from dpkit.analytics._compile import validated_rows
 from dpkit.analytics._expr import validate_expression
 from dpkit.analytics._sql_clause import Clause, SqlError, position_of, split_clause
+from dpkit.analytics.engines import is_numeric
 from dpkit.analytics.query import KeySelection, KeySet, Query, TableKeys
-from dpkit.errors import DPError
+from dpkit.errors import DPError, EngineError
 
 __all__ = ["SqlStatement", "TableView", "translate"]
 
@@ -142,12 +144,18 @@ class _Translator:
         tables: Mapping[str, TableView],
         single: bool,
         joined_schema: Callable[[Query], Mapping[str, str]],
+        typed: Callable[[Query, tuple[tuple[str, str], ...]], Mapping[str, str]] | None = None,
     ) -> None:
         self.clause = clause
         self.text = text
         self.tables = tables
         self.single = single
         self.joined_schema = joined_schema
+        self.typed = typed
+        #: Derived column name -> the statement's node it was made from (for positions).
+        self.origins: dict[str, Any] = {}
+        #: (column, argument node, function) of the aggregates that need a number.
+        self.numbers: list[tuple[str, Any, str]] = []
         self.aliases: dict[str, str] = {}
         self.schema: Mapping[str, str] = {}
         self.unit: str | None = None
@@ -287,6 +295,63 @@ class _Translator:
             name = f"{base}_{i}"
         return name
 
+    def check_types(
+        self,
+        query: Query,
+        derived: list[tuple[str, str]],
+        conditions: list[tuple[str, Any]],
+        numbers: list[tuple[str, Any, str]] | None = None,
+    ) -> None:
+        """Type the statement's expressions where they stand, so that a type error is
+        a :class:`SqlError` at its place in the statement (issue 30, item 5).
+
+        The expressions are bound by the engine the query will run on (DuckDB's or
+        Spark's binder, through ``typed``: the schema only, no row read), in the form
+        the Session's compiler gives them (:func:`validated_rows`), and judged by the
+        compiler's rules: a WHERE is BOOLEAN, SUM/AVG/... read a number. The Session
+        checks all of it again when it compiles; this only finds the place. An
+        expression that binds alone but not with the others is left to that check."""
+        if self.typed is None:
+            return
+        numbers = self.numbers if numbers is None else numbers
+        rendered, filters, known, _ = validated_rows(
+            derived, [sql for sql, _ in conditions], self.schema, "SQL"
+        )
+        names = []
+        for i in range(len(filters)):
+            name = f"__dpkit_filter_{i}"
+            while name.casefold() in {k.casefold() for k in known}:
+                name = "_" + name
+            names.append(name)
+        pieces = [(name, sql, self.origins.get(name)) for name, sql in rendered]
+        pieces += [
+            (name, sql, node)
+            for name, sql, (_, node) in zip(names, filters, conditions, strict=True)
+        ]
+        if not pieces and not numbers:
+            return
+        try:
+            types = dict(self.typed(query, tuple((name, sql) for name, sql, _ in pieces)))
+        except EngineError:
+            for name, sql, node in pieces:
+                try:
+                    self.typed(query, ((name, sql),))
+                except EngineError as err:
+                    raise self.error(_engine_reason(err), node) from None
+            return
+        for name, (_, node) in zip(names, conditions, strict=True):
+            found = types.get(name)
+            if found is not None and found.upper() != "BOOLEAN":
+                raise self.error(
+                    f"WHERE takes a condition (a comparison, IS NULL, IN, LIKE, AND/OR...); "
+                    f"this expression is of type {found}.",
+                    node,
+                )
+        for column, node, function in numbers:
+            found = types.get(column)
+            if found is not None and not is_numeric(found):
+                raise self.error(f"{function} needs a number; this is of type {found}.", node)
+
     # ------------------------------------------------------------------ statement
     def run(self, tree: Any) -> SqlStatement:
         from sqlglot import exp
@@ -326,8 +391,8 @@ class _Translator:
                 f"is {self.unit!r}.",
             )
         where = tree.args.get("where")
-        filters = [self.expression(where.this)] if where is not None else []
-        groups = self.group_by(tree.args.get("group"))
+        filters = [self.expression(where.this.copy())] if where is not None else []
+        groups = self.group_by(tree.args.get("group"), self.select_aliases(tree))
         statement = SqlStatement(self.text, self.clause.explain, None, None)
         aggregations: list[tuple[Any, Callable[[Query], Query]]] = []
         named: list[tuple[str, Any]] = []
@@ -350,6 +415,8 @@ class _Translator:
         if not aggregations:
             raise self.error("A DP SELECT needs at least one aggregate (COUNT(*), SUM...).", tree)
         self.check_output_names(tree, columns, [name for name, _ in named])
+        conditions = [(filters[0], where.this)] if where is not None else []
+        self.check_types(query, self.derived, conditions)
         for name, expression in self.derived:
             query = query.with_column(name, expression)
         for condition in filters:
@@ -485,7 +552,9 @@ class _Translator:
         self.schema = dict(self.joined_schema(query))
         where = inner.args.get("where")
         if where is not None:
-            query = query.filter(self.expression(where.this))
+            condition_sql = self.expression(where.this.copy())
+            self.check_types(query, [], [(condition_sql, where.this)])
+            query = query.filter(condition_sql)
         by: list[str] = []
         grouped_by_unit = False
         for item in group.expressions:
@@ -499,6 +568,7 @@ class _Translator:
         if not grouped_by_unit:
             raise self.error(unit_first, group)
         aggregates: dict[str, str | tuple[str, str]] = {}
+        nodes: dict[str, Any] = {}
         calls: dict[str, str] = {}
         for item in inner.expressions:
             alias = item.alias if isinstance(item, exp.Alias) else None
@@ -523,6 +593,7 @@ class _Translator:
             if alias.casefold() in {n.casefold() for n in [unit, *by, *aggregates]}:
                 raise self.error(f"The subquery's column {alias!r} is named twice.", item)
             aggregates[alias] = self.person_aggregate(value)
+            nodes[alias] = value
             calls.setdefault(value.sql(), alias)
         having = inner.args.get("having")
         condition = having.this.copy() if having is not None else None
@@ -556,6 +627,16 @@ class _Translator:
                     call.replace(replacement)
         if not aggregates:
             raise self.error("The subquery needs at least one aggregate (AS name).", inner)
+        # SUM and AVG of one person's rows read numbers: typed here, for the place.
+        summed: list[tuple[str, str]] = []
+        numbers: list[tuple[str, Any, str]] = []
+        for alias, spec in aggregates.items():
+            if isinstance(spec, tuple) and spec[0] in ("sum", "mean") and alias in nodes:
+                name = self.fresh(f"{alias}_value")
+                summed.append((name, spec[1]))
+                self.origins[name] = nodes[alias]
+                numbers.append((name, nodes[alias], "SUM" if spec[0] == "sum" else "AVG"))
+        self.check_types(query, summed, [], numbers)
         try:
             query = query.per_person(aggregates, by=by)
         except DPError as err:
@@ -569,7 +650,9 @@ class _Translator:
         self.register_alias(node, "(subquery)", _Source(True, self.schema, {}, "", set()))
         self.base_columns = set(self.schema)
         if condition is not None:
-            query = query.filter(self.expression(condition))
+            having_sql = self.expression(condition)
+            self.check_types(query, [], [(having_sql, having)])
+            query = query.filter(having_sql)
         return query
 
     @staticmethod
@@ -683,14 +766,37 @@ class _Translator:
                         tree,
                     )
 
-    def group_by(self, group: Any) -> dict[str, str]:
-        """GROUP BY items -> {SQL text of the item: group column name}."""
+    def select_aliases(self, tree: Any) -> dict[str, Any]:
+        """The SELECT list's aliased expressions that are not aggregates: alias ->
+        expression (GROUP BY may name them, as in BigQuery)."""
+        from sqlglot import exp
+
+        out = {}
+        for item in tree.expressions:
+            if isinstance(item, exp.Alias) and not (
+                isinstance(item.this, exp.Anonymous) and item.this.name.upper() in _AGGREGATES
+            ):
+                out[item.alias] = item.this
+        return out
+
+    def group_by(self, group: Any, aliases: Mapping[str, Any] | None = None) -> dict[str, str]:
+        """GROUP BY items -> {SQL text of the item: group column name}. An unqualified
+        name that is no column but a SELECT alias groups by the aliased expression (a
+        column of that name wins, as in standard SQL)."""
         from sqlglot import exp
 
         out: dict[str, str] = {}
         if group is None:
             return out
         for node in group.expressions:
+            if (
+                isinstance(node, exp.Column)
+                and not node.table
+                and node.name not in self.schema
+                and aliases
+                and node.name in aliases
+            ):
+                node = aliases[node.name]
             if isinstance(node, exp.Column):
                 out[node.sql()] = self.column(node)
             elif isinstance(node, exp.Literal):
@@ -699,6 +805,7 @@ class _Translator:
                 text = node.sql()
                 name = self.fresh("group_" + str(len(out) + 1))
                 self.derived.append((name, self.expression(node.copy())))
+                self.origins[name] = node
                 out[text] = name
         return out
 
@@ -837,6 +944,7 @@ class _Translator:
                 node,
             )
         column = self.argument(positional[0], alias, function)
+        self.numbers.append((column, positional[0], function))
         name = alias or f"{function.lower()}_{column}"
         if function in ("SUM", "AVG", "VAR_POP", "VARIANCE", "STDDEV", "STDDEV_POP"):
             if len(positional) != 1:
@@ -896,6 +1004,7 @@ class _Translator:
         indicator = self.fresh(f"{alias or 'count'}_not_null")
         value = self.expression(argument.copy())
         self.derived.append((indicator, f"CASE WHEN ({value}) IS NULL THEN 0 ELSE 1 END"))
+        self.origins[indicator] = argument
         name = alias or f"count_{argument.sql()}"
         return name, lambda q: q.sum(indicator, bounds=(0.0, 1.0), name=name)
 
@@ -907,6 +1016,7 @@ class _Translator:
             return self.column(node)
         name = self.fresh(f"{(alias or function.lower())}_value")
         self.derived.append((name, self.expression(node.copy())))
+        self.origins[name] = node
         return name
 
     def bounds(self, node: Any, function: str) -> tuple[float, float]:
@@ -952,6 +1062,18 @@ class _Translator:
             statement.limit = int(value.this)
 
 
+def _engine_reason(err: EngineError) -> str:
+    """The engine's own words for a binding error, without its restatement of dpkit's
+    internal SQL (DuckDB's ``LINE 1: ...`` context, Spark's plan)."""
+    message = str(err)
+    for prefix in ("cannot run the query: ", "cannot run the query:"):
+        if prefix in message:
+            message = message.split(prefix, 1)[1]
+            break
+    first = message.strip().splitlines()[0] if message.strip() else "a type error"
+    return f"The engine cannot type this expression: {first.strip()}"
+
+
 def translate(
     text: str,
     tables: Mapping[str, TableView],
@@ -959,10 +1081,13 @@ def translate(
     single: bool,
     joined_schema: Callable[[Query], Mapping[str, str]],
     public_names: list[str],
+    typed: Callable[[Query, tuple[tuple[str, str], ...]], Mapping[str, str]] | None = None,
 ) -> SqlStatement:
     """Translate one statement (module docstring). ``tables``: the Session's tables
     (one, with ``single``, whatever its name in FROM); ``joined_schema``: the columns a
-    query's joined rows have (the Session computes them, public information only)."""
+    query's joined rows have (the Session computes them, public information only);
+    ``typed``: the types of derived columns on those rows, bound by the engine (a
+    binding error is an :class:`~dpkit.errors.EngineError`), for errors' positions."""
     import sqlglot
     from sqlglot import exp
     from sqlglot.errors import ParseError
@@ -993,7 +1118,7 @@ def translate(
     if len(statements) != 1:
         raise SqlError("Give exactly one statement.", text)
     tree: Any = statements[0]
-    translator = _Translator(clause, text, tables, single, joined_schema)
+    translator = _Translator(clause, text, tables, single, joined_schema, typed)
     if not clause.private:
         read = [t.name for t in tree.find_all(exp.Table)]
         private = [n for n in read if single or n not in public_names]

@@ -771,12 +771,19 @@ class Session:
             view, _ = self._view_for(query, 0)
             return dict(view._schema)
 
+        def typed(query: Query, derived: tuple[tuple[str, str], ...]) -> Mapping[str, str]:
+            view = self
+            if self._catalog is not None or query.per_person_step is not None:
+                view, _ = self._view_for(query, 0)
+            return view._engine.schema(derived)
+
         return translate(
             sql,
             tables,
             single=self._catalog is None,
             joined_schema=joined_schema,
             public_names=public,
+            typed=typed,
         )
 
     def sql(
