@@ -186,6 +186,25 @@ def test_exact_sums_are_order_independent_and_row_bounded() -> None:
         assert np.abs(total - without).max() <= bound + step / 2
 
 
+def test_linear_gram_is_exact_and_each_row_adds_its_own_products() -> None:
+    from dpkit.learn.linear import GRAM_BITS, _exact_gram
+
+    generator = np.random.default_rng(14)
+    values = generator.uniform(-1, 1, (20_000, 12))
+    values[:10] = 1.0  # extreme rows, and values half-way between grid points
+    values[10:20] = -1.0
+    values[20:30] = 0.5 * 2.0**-GRAM_BITS
+    values[30:40] = (2.0**GRAM_BITS - 0.5) * 2.0**-GRAM_BITS
+    total = _exact_gram(values)
+    assert np.array_equal(total, _exact_gram(values[generator.permutation(len(values))]))
+    rounded = np.rint(values * 2.0**GRAM_BITS) * 2.0**-GRAM_BITS
+    for row in (0, 15, 25, 35, 19_999):
+        added = total - _exact_gram(np.delete(values, row, axis=0))
+        # Exactly that row's products of rounded values (bit for bit), each in [-1, 1].
+        assert np.array_equal(added, np.outer(rounded[row], rounded[row]))
+        assert np.abs(added).max() <= 1.0
+
+
 def test_clipped_gradient_sum_sensitivity_on_adversarial_rows() -> None:
     generator = np.random.default_rng(12)
     rows, width = 3000, 6

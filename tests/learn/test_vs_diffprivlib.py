@@ -174,18 +174,27 @@ def test_no_worse_than_diffprivlib(model: str, table: str, margin: float, epsilo
         f"{model} on {table} at epsilon={epsilon}: dpkit median {np.median(ours):.4f} vs "
         f"diffprivlib {np.median(theirs):.4f}, {detail}"
     )
+    if (model, table) == ("LogisticRegression", "adult"):
+        # Power: the same test does not pass a constant (majority-class) classifier
+        # against diffprivlib's scores. Checked here, on the scores just computed
+        # (~25 s of fits that a separate test would repeat in another worker process).
+        assert not majority_class_passes(theirs)
 
 
-def test_power_the_tests_fail_weaker_models() -> None:
-    _, theirs = paired_scores("LogisticRegression", "adult", 1.0)
+def majority_class_passes(theirs: np.ndarray) -> bool:
+    """Whether the classifier test passes the majority class against ``theirs``."""
     _, y, _, _ = tables()["adult"]
     majority = []
     for seed in range(SEEDS):
         _, test = split(len(y), seed)
         majority.append(1.0 - y[test].mean())
-    assert not non_inferior(np.array(majority) - theirs, 0.005)[0]
+    return non_inferior(np.array(majority) - theirs, 0.005)[0]
+
+
+def test_power_the_sign_test_fails_a_weaker_regression() -> None:
     # The sign test does not pass dpkit's own regression at epsilon 0.05 against
-    # epsilon 3 (a real, weaker model).
+    # epsilon 3 (a real, weaker model). (The classifier test's power check runs in
+    # test_no_worse_than_diffprivlib, on Adult's logistic regressions.)
     strong, _ = paired_scores("LinearRegression", "adult-age", 3.0)
     X, age, bounds, bounds_y = tables()["adult-age"]
     weak = []

@@ -21,7 +21,6 @@ from dpkit.learn._base import (
     check_bounds,
     check_privacy,
     check_scalar_bounds,
-    exact_column_sums,
     grid_step,
     laplace_for,
 )
@@ -67,8 +66,10 @@ class LinearRegression(DPModelMixin, RegressorMixin, BaseEstimator):  # type: ig
 
     Privacy
     -------
-    As above. Sensitivity: a row's rounded products are at most ``1 + s/2`` each
-    (``s = 2^-25``, exact fixed-point sums), included in the calibration.
+    As above. Sensitivity: the scaled values are rounded to the grid ``2^-12`` and
+    their products summed exactly (:func:`_exact_gram`), so a row adds at most 1 to
+    each entry; the calibration uses ``1 + s/2`` (``s = 2^-25``), which only overstates
+    it.
 
     Examples
     --------
@@ -131,8 +132,7 @@ class LinearRegression(DPModelMixin, RegressorMixin, BaseEstimator):  # type: ig
         keep = ~((rows == augmented.shape[1] - 1) & (cols == augmented.shape[1] - 1))
         rows, cols = rows[keep], cols[keep]
         entries = len(rows)
-        products = augmented[:, rows] * augmented[:, cols]
-        sums = exact_column_sums(products, np.full(entries, grid_step(1.0)))
+        sums = _exact_gram(augmented)[rows, cols]
 
         alpha = _check_alpha(self.alpha, owner)
         random = model_random(self.rng, "LinearRegression")
@@ -192,6 +192,31 @@ class LinearRegression(DPModelMixin, RegressorMixin, BaseEstimator):  # type: ig
         return prediction
 
 
+#: The scaled features and target (in [-1, 1]) are rounded to multiples of
+#: ``2^-GRAM_BITS`` before their products are summed (:func:`_exact_gram`).
+GRAM_BITS = 12
+
+
+def _exact_gram(augmented: FloatArray) -> FloatArray:
+    """``A^T A`` of ``A`` = ``augmented`` rounded to the grid ``2^-GRAM_BITS``, exactly.
+
+    Each rounded value is ``a 2^-GRAM_BITS`` with an integer ``|a| <= 2^GRAM_BITS``
+    (the grid holds -1 and 1, so rounding to the nearest point stays in [-1, 1]). The
+    products ``a_j a_k`` are integers of magnitude at most ``2^24``, exact in float64,
+    and every partial sum of ``n < MAX_ROWS = 2^26`` of them is an integer below
+    ``2^50 < 2^53``: the matrix product is exact whatever order (or fused
+    multiply-add) the BLAS uses, and the scaling back by a power of two is exact too.
+    So each row adds exactly its own products of rounded values, each in [-1, 1]: the
+    sensitivity the noise is calibrated for (with the ``s / 2`` slack kept, which only
+    overstates it). One matrix product instead of rounding ``n m`` products one by one
+    (issue 34: 1.25 s -> ~0.03 s on Adult's 39,000 x 48).
+    """
+    scale = 2.0**GRAM_BITS
+    integers = np.rint(augmented * scale)
+    gram: FloatArray = (integers.T @ integers) / (scale * scale)
+    return gram
+
+
 class _Noise(NamedTuple):
     """Laplace (scale) or Gaussian (sigma) noise on the Gram entries, and its event."""
 
@@ -202,7 +227,9 @@ class _Noise(NamedTuple):
 
 def _noise(epsilon: float, delta: float, entries: int) -> _Noise:
     """Noise for ``entries`` released sums of terms in [-1 - s/2, 1 + s/2] each."""
-    per_entry = 1.0 + grid_step(1.0) / 2  # a rounded product's largest magnitude
+    # A row adds at most 1 to an entry (_exact_gram); the s/2 slack of the fixed-point
+    # grid used before is kept: it only overstates the sensitivity.
+    per_entry = 1.0 + grid_step(1.0) / 2
     if delta == 0.0:
         sensitivity = up(entries * per_entry, 4)
         scale, laplace_event = laplace_for(sensitivity, epsilon)
