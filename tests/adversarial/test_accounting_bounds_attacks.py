@@ -117,10 +117,13 @@ WOR_ORDERS = (1.25, 2.0, 2.5, 3.0, 4.0, 7.5, 16.0, 32.0)
 @pytest.mark.parametrize(
     ("sigma", "m", "n"),
     [
-        (0.5, 1, 10),
+        # The two costliest pairs (12-14 s each on a busy worker) run with --runslow;
+        # the others reach the same code paths (small and large n; m > 1 is attacked
+        # at large orders below).
+        pytest.param(0.5, 1, 10, marks=pytest.mark.slow),
         (0.7, 1, 100_000),
         (1.0, 1, 100),
-        (1.0, 99, 100),
+        pytest.param(1.0, 99, 100, marks=pytest.mark.slow),
         (2.0, 1, 10),
         (3.0, 1, 100),
         (10.0, 1, 2),
@@ -767,7 +770,10 @@ def _mixture_renyi(alpha: float, sigma: float, wp: float, wq: float) -> mpmath.m
         return mpmath.log(value) / (al - 1)
 
 
-@pytest.mark.parametrize(("sigma", "n"), [(1.0, 10), (0.5, 10), (3.0, 3), (5.0, 2), (0.8, 4)])
+@pytest.mark.parametrize(
+    ("sigma", "n"),
+    [(1.0, 10), pytest.param(0.5, 10, marks=pytest.mark.slow), (3.0, 3), (5.0, 2), (0.8, 4)],
+)
 def test_wor_gaussian_never_below_pairs_with_a_mixed_background(sigma: float, n: int) -> None:
     """Attack: the other records are not all equal (k ones, the rest zeros), so the
     common part of the two subsampled outputs is itself a mixture: with m = 1 the pair is
@@ -782,7 +788,12 @@ def test_wor_gaussian_never_below_pairs_with_a_mixed_background(sigma: float, n:
             assert _mixture_renyi(order, sigma, w, w + gamma) <= eps, (order, k)
 
 
-@pytest.mark.parametrize("h", [3e-5, 1e-3, 0.1, 0.5])
+@pytest.mark.parametrize(
+    # The finest grid (25 s on a busy worker) runs with --runslow; the others run the
+    # same code on coarser grids.
+    "h",
+    [pytest.param(3e-5, marks=pytest.mark.slow), 1e-3, 0.1, 0.5],
+)
 def test_lower_delta_profile_scan_never_above_truth(h: float) -> None:
     """Attack: scan the whole privacy profile (80 epsilons from 0 to far in the tail,
     where the tilted FFT part and the beta choice take over) of composed Gaussians and
@@ -814,7 +825,11 @@ def test_lower_delta_profile_scan_never_above_truth(h: float) -> None:
 @pytest.mark.parametrize(
     "event",
     [
-        RepeatedEvent(PoissonSampledEvent(GaussianEvent(0.8), 1e-2), 10**6),
+        # 18 s on a busy worker: with --runslow (the next case has 10^6 steps too).
+        pytest.param(
+            RepeatedEvent(PoissonSampledEvent(GaussianEvent(0.8), 1e-2), 10**6),
+            marks=pytest.mark.slow,
+        ),
         ComposedEvent(
             (
                 GaussianEvent(0.5),
