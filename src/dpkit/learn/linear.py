@@ -67,7 +67,7 @@ class LinearRegression(DPModelMixin, RegressorMixin, BaseEstimator):  # type: ig
     Privacy
     -------
     As above. Sensitivity: the scaled values are rounded to the grid ``2^-12`` and
-    their products summed exactly (:func:`_exact_gram`), so a row adds at most 1 to
+    their products summed exactly (``_exact_gram``), so a row adds at most 1 to
     each entry; the calibration uses ``1 + s/2`` (``s = 2^-25``), which only overstates
     it.
 
