@@ -216,6 +216,19 @@ def _canonical_keyset(keys: KeySet, types: Mapping[str, str]) -> KeySet:
     return KeySet(keys.columns, tuple(canonical))
 
 
+def filter_column_names(count: int, known: set[str]) -> list[str]:
+    """Names for ``count`` filters typed as derived columns, none equal to a name in
+    ``known`` without regard to case (engines resolve names without it)."""
+    taken = {k.casefold() for k in known}
+    names = []
+    for i in range(count):
+        name = f"__dpkit_filter_{i}"
+        while name.casefold() in taken:
+            name = "_" + name
+        names.append(name)
+    return names
+
+
 def _check_filter_types(
     given: tuple[str, ...],
     rendered: tuple[str, ...],
@@ -230,12 +243,7 @@ def _check_filter_types(
     only (found by the property test of issue 27)."""
     if not rendered:
         return
-    names = []
-    for i in range(len(rendered)):
-        name = f"__dpkit_filter_{i}"
-        while name.casefold() in {k.casefold() for k in known}:
-            name = "_" + name
-        names.append(name)
+    names = filter_column_names(len(rendered), known)
     types = schema_of((*derived, *zip(names, rendered, strict=True)))
     for expression, name in zip(given, names, strict=True):
         # An engine that cannot type an expression (a recipe's engine without SQL)

@@ -34,7 +34,7 @@ from functools import cache
 from typing import Any, Literal
 
 from dpkit.accounting.guarantees import ApproxDP, Guarantee, PureDP
-from dpkit.analytics._compile import validated_rows
+from dpkit.analytics._compile import filter_column_names, validated_rows
 from dpkit.analytics._expr import validate_expression
 from dpkit.analytics._sql_clause import Clause, SqlError, position_of, split_clause
 from dpkit.analytics.engines import is_numeric
@@ -320,12 +320,7 @@ class _Translator:
         rendered, filters, known, _ = validated_rows(
             derived, [sql for sql, _ in conditions], self.schema, "SQL"
         )
-        names = []
-        for i in range(len(filters)):
-            name = f"__dpkit_filter_{i}"
-            while name.casefold() in {k.casefold() for k in known}:
-                name = "_" + name
-            names.append(name)
+        names = filter_column_names(len(filters), known)
         pieces = [(name, sql, self.origins.get(name)) for name, sql in rendered]
         pieces += [
             (name, sql, node)
