@@ -159,6 +159,8 @@ class _Translator:
         self.origins: dict[str, Any] = {}
         #: (column, argument node, function) of the aggregates that need a number.
         self.numbers: list[tuple[str, Any, str]] = []
+        #: The clause whose conditions check_types is typing (named in its errors).
+        self.condition_clause = "WHERE"
         self.aliases: dict[str, str] = {}
         self.schema: Mapping[str, str] = {}
         self.unit: str | None = None
@@ -341,8 +343,8 @@ class _Translator:
             found = types.get(name)
             if found is not None and found.upper() != "BOOLEAN":
                 raise self.error(
-                    f"WHERE takes a condition (a comparison, IS NULL, IN, LIKE, AND/OR...); "
-                    f"this expression is of type {found}.",
+                    f"{self.condition_clause} takes a condition (a comparison, IS NULL, IN, "
+                    f"LIKE, AND/OR...); this expression is of type {found}.",
                     node,
                 )
         for column, node, function in numbers:
@@ -649,7 +651,9 @@ class _Translator:
         self.base_columns = set(self.schema)
         if condition is not None:
             having_sql = self.expression(condition)
+            self.condition_clause = "HAVING"
             self.check_types(query, [], [(having_sql, having)])
+            self.condition_clause = "WHERE"
             query = query.filter(having_sql)
         return query
 
