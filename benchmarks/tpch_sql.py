@@ -42,7 +42,9 @@ customer: at most ``g`` groups and ``r`` rows per group; clamping bounds per val
 public choices made from TPC-H's generator rules (a customer has at most ~40 orders of
 at most 7 lines), the same for all: SmartNoise's ``max_ids`` (rows per customer in the
 table) and Qrlew's ``max_multiplicity`` are ``g * r``; Qrlew's
-``max_privacy_unit_groups`` is ``g``.
+``max_privacy_unit_groups`` is ``g``. dpkit's Q1 and Q1a bound the same way: at most
+``g`` groups and ``g * r`` rows per customer in all (``max_total_rows_contributed``);
+the other queries bound rows per group (``max_rows_contributed = r``).
 
 Peer environments (they pin other pandas/numpy versions; outside the repository)::
 
@@ -190,7 +192,7 @@ def queries() -> list[TpchQuery]:
         ),
         bounds=b1,
         dpkit=_dp(
-            f"max_groups_contributed = {b1.groups}, max_rows_contributed = {b1.rows}, "
+            f"max_groups_contributed = {b1.groups}, max_total_rows_contributed = {b1.total}, "
             "group_keys = 'flags'"
         )
         + f"""
@@ -219,7 +221,7 @@ GROUP BY l_returnflag, l_linestatus ORDER BY l_returnflag, l_linestatus""",
         values=("sum_qty", "avg_qty", "avg_disc", "count_order"),
         bounds=b1,
         dpkit=_dp(
-            f"max_groups_contributed = {b1.groups}, max_rows_contributed = {b1.rows}, "
+            f"max_groups_contributed = {b1.groups}, max_total_rows_contributed = {b1.total}, "
             "group_keys = 'flags'"
         )
         + f"""

@@ -61,6 +61,13 @@ QUERIES: dict[str, Query] = {
     .mean("income", bounds=BOUNDS)
     .variance("income", bounds=BOUNDS),
     "ungrouped": Query().bound(max_rows=4).count().sum("income", bounds=BOUNDS),
+    "a total bound over groups": Query()
+    .group_by("region", keys=REGIONS)
+    .bound(max_groups=3, max_rows=6, max_total_rows=7)
+    .count()
+    .sum("income", bounds=BOUNDS)
+    .mean("rating", bounds=(0.0, 5.0))
+    .count_distinct(),
     "distinct strings": Query()
     .group_by("region", keys=REGIONS)
     .bound(max_groups=1, max_rows=2)

@@ -262,6 +262,8 @@ def statement(draw: st.DrawFn) -> str:
         options.append(f"max_groups_contributed = {draw(st.sampled_from([1, 2, 3]))}")
     if draw(st.booleans()):
         options.append(f"max_rows_contributed = {draw(st.sampled_from([1, 2, 50]))}")
+    if draw(st.booleans()):
+        options.append(f"max_total_rows_contributed = {draw(st.sampled_from([1, 3, 60]))}")
     if group in ("s", "label", "s-label", "b") and draw(st.booleans()):
         options.append("group_keys = pub")  # (pub has no column b: a public refusal)
     aggregates = [draw(aggregate(k)) for k in range(draw(st.integers(1, 3)))]

@@ -89,6 +89,7 @@ __all__ = [
     "QueryBudget",
     "budget_kind",
     "calibrate_noise",
+    "contribution_norms",
     "selection_threshold",
 ]
 
@@ -339,7 +340,8 @@ class Noise:
 
     ``mechanism`` is a :class:`~dpkit.DiscreteLaplace` (L1 sensitivity ``groups *
     sensitivity``) or a :class:`~dpkit.DiscreteGaussian` (L2 sensitivity ``sqrt(groups)
-    * sensitivity``); the Session releases through it, so the mechanism self-audits
+    * sensitivity``), or the smaller norms a ``total`` gives (:func:`contribution_norms`);
+    the Session releases through it, so the mechanism self-audits
     cover what the Session runs. ``cost`` is its exact currency cost (epsilon or rho).
     """
 
@@ -348,6 +350,10 @@ class Noise:
     groups: int  # max groups one privacy unit touches
     mechanism: DiscreteLaplace | DiscreteGaussian
     cost: Fraction  # exact currency cost (epsilon or rho), <= the share given
+    #: A bound on one person's contributions summed over all groups (``Query.bound``'s
+    #: ``max_total_rows`` times the one-row bound), below ``groups * sensitivity``; None
+    #: when there is none. See :func:`contribution_norms`.
+    total: int | None = None
 
     @property
     def scale(self) -> float:
@@ -380,30 +386,55 @@ class Noise:
         return int(error.half_width)
 
 
-def calibrate_noise(kind: str, share: Fraction, sensitivity: int, groups: int) -> Noise:
-    """The mechanism for a per-group integer ``sensitivity`` over ``groups`` groups.
+def contribution_norms(sensitivity: int, groups: int, total: int | None) -> tuple[int, int]:
+    """The L1 norm and the squared L2 norm of the largest contribution of one person.
 
-    Pure DP: the vector's L1 sensitivity is ``groups * sensitivity``, and a
-    :class:`DiscreteLaplace` of scale ``t >= L1 / share`` (the smallest such float) is
-    ``L1 / t``-DP (Ghosh, Roughgarden & Sundararajan 2009). zCDP: the L2 sensitivity is
-    ``sqrt(groups) * sensitivity`` (rounded up), and :meth:`DiscreteGaussian.calibrate`
-    at rho ``share`` (rounded down) gives sigma with ``L2^2 / (2 sigma^2) <= share``
-    (Canonne, Kamath & Steinke 2020, Thm 4 and 14). The exact rational cost is checked
-    against the share, so the charge covers what runs.
+    A person changes at most ``groups`` coordinates (groups), each by at most
+    ``sensitivity``; with ``total``, the changes' absolute values also sum to at most
+    ``total``. L1 is then ``min(groups * sensitivity, total)``. The squared L2 norm
+    ``sum x_g^2`` is convex, so its maximum over that polytope is at a vertex: as many
+    coordinates as possible at ``sensitivity`` (``q = min(groups, total //
+    sensitivity)``), then the remainder ``total - q * sensitivity`` in one more if a
+    group is left -- ``q s^2 + r^2``, which is ``groups * s^2`` without ``total``.
+    """
+    sensitivity = max(1, sensitivity)
+    if total is None or total >= groups * sensitivity:
+        return groups * sensitivity, groups * sensitivity * sensitivity
+    full = min(groups, total // sensitivity)
+    rest = total - full * sensitivity if full < groups else 0
+    return total, full * sensitivity * sensitivity + rest * rest
+
+
+def calibrate_noise(
+    kind: str, share: Fraction, sensitivity: int, groups: int, total: int | None = None
+) -> Noise:
+    """The mechanism for a per-group integer ``sensitivity`` over ``groups`` groups
+    (and, with ``total``, at most ``total`` summed over the groups).
+
+    Pure DP: the vector's L1 sensitivity is ``groups * sensitivity`` (at most
+    ``total``; :func:`contribution_norms`), and a :class:`DiscreteLaplace` of scale
+    ``t >= L1 / share`` (the smallest such float) is ``L1 / t``-DP (Ghosh, Roughgarden &
+    Sundararajan 2009). zCDP: the L2 sensitivity is ``sqrt(groups) * sensitivity``
+    (or the smaller norm that ``total`` allows), rounded up, and
+    :meth:`DiscreteGaussian.calibrate` at rho ``share`` (rounded down) gives sigma with
+    ``L2^2 / (2 sigma^2) <= share`` (Canonne, Kamath & Steinke 2020, Thm 4 and 14). The
+    exact rational cost is checked against the share, so the charge covers what runs.
     """
     if share <= 0:
         raise InternalError("a statistic got no budget; this is a bug, please report it.")
     sensitivity = max(1, sensitivity)
+    if total is not None and total >= groups * sensitivity:
+        total = None
+    l1, l2_squared_int = contribution_norms(sensitivity, groups, total)
     target = fraction_down(share)
     try:
         if kind == "laplace":
-            l1 = groups * sensitivity
             # The smallest float scale >= l1 / share: its exact cost is at most the share.
             laplace = DiscreteLaplace(scale=fraction_up(Fraction(l1) / share), sensitivity=l1)
             mechanism: DiscreteLaplace | DiscreteGaussian = laplace
             cost = Fraction(l1) / Fraction(laplace.scale)
         else:
-            l2_squared = Fraction(groups * sensitivity * sensitivity)
+            l2_squared = Fraction(l2_squared_int)
             l2 = math.sqrt(float(l2_squared))
             while Fraction(l2) ** 2 < l2_squared:
                 l2 = math.nextafter(l2, math.inf)
@@ -414,14 +445,14 @@ def calibrate_noise(kind: str, share: Fraction, sensitivity: int, groups: int) -
         # take scales up to 2^40 (dpkit.noise), and a query that would fail after its
         # charge for a public reason is a budget lost for nothing.
         raise InvalidParameter(
-            f"The query's budget is too small: a statistic of sensitivity {groups * sensitivity}"
+            f"The query's budget is too small: a statistic of sensitivity {l1}"
             f" at {kind} budget {float(share):.3g} would need noise above the exact "
             f"samplers' limit 2^40 ({MAX_SCALE:.4g}). Give the query a larger budget, fewer "
             "statistics or smaller contribution bounds."
         ) from None
     if cost > share:
         raise InternalError("noise calibration overshoots its share; this is a bug.")
-    return Noise(kind, sensitivity, groups, mechanism, cost)
+    return Noise(kind, sensitivity, groups, mechanism, cost, total)
 
 
 # ---------------------------------------------------------------------- key selection

@@ -19,7 +19,13 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from dpkit.accounting._math.conversions import pure_to_zcdp_rho
-from dpkit.analytics._accounting import BudgetKind, Noise, calibrate_noise, selection_threshold
+from dpkit.analytics._accounting import (
+    BudgetKind,
+    Noise,
+    calibrate_noise,
+    contribution_norms,
+    selection_threshold,
+)
 from dpkit.analytics._canonical import check_key_type
 from dpkit.analytics._expr import (
     MAX_EXPANDED_SIZE,
@@ -295,6 +301,31 @@ def _check_output_names(query: Query) -> None:
                 )
 
 
+def _binding_total(query: Query, unit: str | None, max_groups: int, max_rows: int) -> int | None:
+    """``query.max_total_rows`` where it binds: a privacy unit, several groups per person
+    and fewer rows than ``max_groups * max_rows``; otherwise None (the per-group bounds
+    already imply it, or, with one group per person, it is the per-group bound).
+
+    Where it binds, only the statistics that the engine scales (counts, sums, means,
+    variances: SqlEngine._bounded) honour it; the others -- order statistics and
+    distinct counts of a column -- keep values per group and are refused, before
+    anything is spent, rather than given a bound they do not keep."""
+    total = query.max_total_rows
+    if total is None or unit is None or max_groups < 2 or total >= max_groups * max_rows:
+        return None
+    for agg in query.aggregations:
+        if agg.kind in ORDER_KINDS or (agg.kind == "count_distinct" and agg.column is not None):
+            what = "distinct count of a column" if agg.kind == "count_distinct" else agg.kind
+            raise InvalidParameter(
+                f"Session.evaluate: aggregation {agg.name!r} ({what}) keeps its values per "
+                f"group, so max_total_rows={total} cannot bound it: a total bound applies to "
+                "counts, sums, means and variances. Drop max_total_rows, set it to at least "
+                f"max_groups * max_rows = {max_groups * max_rows}, or run {agg.name!r} in a "
+                "query of its own."
+            )
+    return total
+
+
 def salt_from(random_bytes: bytes) -> int:
     return int.from_bytes(hashlib.sha256(random_bytes).digest()[:7], "big")
 
@@ -378,13 +409,17 @@ def compile_query(
                 f"{owner}: with privacy_unit={unit!r} a grouped query needs "
                 "query.bound(max_groups=...): how many groups one person may contribute to."
             )
-        if needs_rows and query.max_rows is None:
+        if needs_rows and query.max_rows is None and query.max_total_rows is None:
             raise InvalidParameter(
                 f"{owner}: with privacy_unit={unit!r} the query needs "
                 "query.bound(max_rows=...): how many rows one person may contribute per group."
             )
         max_groups = query.max_groups if grouped and query.max_groups else 1
-        max_rows = query.max_rows or 1
+        max_rows = query.max_rows or query.max_total_rows or 1
+    max_total_rows = _binding_total(query, unit, max_groups, max_rows)
+    if max_total_rows is None and query.max_total_rows is not None and unit is not None:
+        # One group per person (or none): the total bound is a per-group bound.
+        max_rows = min(max_rows, query.max_total_rows)
     # Budget split.
     selection = query.selection
     if selection is not None and kind.name != "approx":
@@ -393,6 +428,9 @@ def compile_query(
             "it needs a Session budget ApproxDP(epsilon, delta); with this budget "
             f"({kind.total!r}) give public keys (KeySet)."
         )
+    # The private-bounds histograms are ungrouped: a person's rows there are bounded by
+    # max_rows and by max_total_rows alike.
+    bounds_rows = min(max_rows, query.max_total_rows or max_rows) if unit else max_rows
     weights = [Fraction(a.weight) for a in query.aggregations]
     total_weight = sum(weights) + (Fraction(selection.weight) if selection else 0)
     specs: list[StatisticSpec] = []
@@ -441,7 +479,7 @@ def compile_query(
                     noise=noise_kind,
                     share=bounds_share,
                     max_groups=1,
-                    max_rows=max_rows,
+                    max_rows=bounds_rows,
                 )
             )
             if bounds is None:
@@ -450,18 +488,26 @@ def compile_query(
         share = agg_share / len(parts)
         for role, stat in parts:
             per_row_groups = max_groups
+            # The grid's scale: one row's noise in value units (L1 or L2 norm in rows).
+            l1_rows, l2_rows_squared = contribution_norms(max_rows, per_row_groups, max_total_rows)
             if noise_kind == "laplace":
-                factor = per_row_groups * max_rows / float(share)
+                factor = l1_rows / float(share)
             else:
-                factor = math.sqrt(per_row_groups) * max_rows / math.sqrt(2.0 * float(share))
+                factor = math.sqrt(l2_rows_squared) / math.sqrt(2.0 * float(share))
             gridded = _with_grid(stat, role, factor)
             # A person adds one unit, at most max_rows rows or values, and (with a
             # privacy unit) at most max_rows distinct values of a column per group;
             # with one row per person, one distinct value.
             one_each = stat.op == "units" or (stat.op == "distinct" and unit is None)
             rows_per_group = 1 if one_each else max_rows
+            # With max_total_rows a person's rows over all groups are scaled to at most
+            # that many rows' worth (SqlEngine._bounded), so their contributions to the
+            # groups sum to at most max_total_rows rows' (not units': one per group).
+            total = None
+            if max_total_rows is not None and not one_each:
+                total = max_total_rows * gridded.row_bound()
             noise = calibrate_noise(
-                noise_kind, share, rows_per_group * gridded.row_bound(), max_groups
+                noise_kind, share, rows_per_group * gridded.row_bound(), max_groups, total
             )
             specs.append(StatisticSpec(agg.name, role, gridded, noise, share))
     selection_noise = None
@@ -495,6 +541,7 @@ def compile_query(
         statistics=tuple(s.statistic for s in specs),
         bins=query.bins,
         partitions=partitions,
+        max_total_rows=max_total_rows,
     )
     bounds_plan = None
     if bound_orders:
@@ -505,7 +552,7 @@ def compile_query(
             keys=None,
             unit=unit,
             max_groups=1,
-            max_rows=max_rows,
+            max_rows=bounds_rows,
             salt=salt,
             statistics=(),
             partitions=partitions,

@@ -2,8 +2,9 @@
 
 A :class:`Plan` says which rows to read (filters, derived columns, group columns, the
 public keys to keep), how to bound contributions (privacy unit, max groups per unit,
-max rows per unit and group, a secret salt), and which integer statistics to compute
-per group. Every statistic is an integer so that noise can be added exactly:
+max rows per unit and group, max rows per unit in all, a secret salt), and which
+integer statistics to compute per group. Every statistic is an integer so that noise
+can be added exactly:
 
 ``rows``       number of rows (after bounding)
 ``units``      number of distinct privacy units
@@ -79,6 +80,10 @@ class Plan:
     #: before with ``column = key`` (and, with a privacy unit, only the units assigned to
     #: that part; see DuckDBEngine). Empty for a Session's whole table.
     partitions: tuple[PartScope, ...] = ()
+    #: Rows per unit over all groups (``Query.bound(max_total_rows=)``), applied after
+    #: the per-group bounds by scaling; None when it cannot bind (no groups, one group
+    #: per unit, or at least ``max_groups * max_rows``). See SqlEngine._bounded.
+    max_total_rows: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

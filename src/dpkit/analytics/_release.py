@@ -70,6 +70,9 @@ class StatisticExplanation:
     #: The mechanism object that will release this statistic (integer units): the
     #: same object :meth:`Session.evaluate` releases through.
     releaser: Mechanism | None = None
+    #: One person's largest contribution summed over all groups (value units), where
+    #: ``Query.bound(max_total_rows=)`` makes it less than ``max_groups * sensitivity``.
+    total_sensitivity: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,6 +234,7 @@ def explain(
                 confidence=confidence,
                 budget=_guarantee(spec.noise),
                 releaser=spec.noise.mechanism,
+                total_sensitivity=None if spec.noise.total is None else spec.noise.total * unit,
             )
         )
     threshold = delta = None
@@ -241,6 +245,12 @@ def explain(
         "Means and variances: estimates are ratios of noisy statistics; their standard "
         "errors are delta-method approximations.",
     ]
+    if compiled.plan.max_total_rows is not None:
+        notes.append(
+            f"Each person contributes at most {compiled.plan.max_total_rows:,} rows over all "
+            "groups: a person with more has every kept group scaled by the same factor "
+            "(Query.bound(max_total_rows=)); counts and sums are calibrated to that total."
+        )
     orders = [_explain_order(o, o.kind, compiled, confidence) for o in compiled.orders]
     for bound in compiled.bound_orders:
         orders.append(_explain_order(bound, "bounds", compiled, confidence))

@@ -36,6 +36,7 @@ from typing import Any, Literal
 from dpkit.accounting.guarantees import ApproxDP, Guarantee, PureDP
 from dpkit.analytics._compile import filter_column_names, validated_rows
 from dpkit.analytics._expr import validate_expression
+from dpkit.analytics._order import ORDER_KINDS
 from dpkit.analytics._sql_clause import Clause, SqlError, position_of, split_clause
 from dpkit.analytics.engines import is_numeric
 from dpkit.analytics.query import KeySelection, KeySet, Query, TableKeys
@@ -49,6 +50,7 @@ OPTIONS = (
     "delta",
     "max_groups_contributed",
     "max_rows_contributed",
+    "max_total_rows_contributed",
     "privacy_unit_column",
     "group_keys",
     "join_truncate",
@@ -430,6 +432,7 @@ class _Translator:
             except DPError as err:  # a duplicate name, a bad level: the builder's words
                 message = str(err).replace("; pass name=.", ": give one another name (AS).")
                 raise self.error(message, node) from None
+            self.check_total_bound(query, bool(groups), node)
         statement.query = query
         statement.budget = self.budget()
         statement.confidence = self.confidence()
@@ -866,17 +869,42 @@ class _Translator:
         )
 
     def bound(self, query: Query, grouped: bool) -> Query:
-        """Contribution bounds: ``max_groups_contributed`` (default 1, as BigQuery) and
-        ``max_rows_contributed`` (dpkit's; default 1: a person's rows in a group count
-        as their average, so their contribution lies within the per-row bounds)."""
+        """Contribution bounds: ``max_groups_contributed`` (default 1, as BigQuery),
+        ``max_rows_contributed`` (dpkit's: rows per group; default 1, or the total: a
+        person's rows in a group count as their average, so their contribution lies
+        within the per-row bounds) and ``max_total_rows_contributed`` (rows over all
+        groups, ``Query.bound(max_total_rows=)``)."""
         groups = self.count_option("max_groups_contributed")
         rows = self.count_option("max_rows_contributed")
+        total = self.count_option("max_total_rows_contributed")
         if self.unit is None:
             return query
         return query.bound(
             max_groups=(groups or 1) if grouped else None,
-            max_rows=rows or 1,
+            max_rows=rows or (None if total else 1),
+            max_total_rows=total,
         )
+
+    def check_total_bound(self, query: Query, grouped: bool, node: Any) -> None:
+        """Refuse, at ``node``, an aggregate that a binding total bound cannot bound (the
+        compiler's rule, ``_binding_total``, stated with a position)."""
+        total = query.max_total_rows
+        if self.unit is None or total is None or not grouped or not query.aggregations:
+            return
+        groups, rows = query.max_groups or 1, query.max_rows or total
+        agg = query.aggregations[-1]
+        per_group = agg.kind in ORDER_KINDS or (
+            agg.kind == "count_distinct" and agg.column is not None
+        )
+        if groups >= 2 and total < groups * rows and per_group:
+            raise self.error(
+                f"max_total_rows_contributed = {total} cannot bound this aggregate: it keeps "
+                "its values per group, and a total bound applies to COUNT, SUM, AVG and "
+                "the variances. Drop the option, set it to at least max_groups_contributed "
+                f"* max_rows_contributed = {groups * rows}, or run this aggregate in a "
+                "statement of its own.",
+                node,
+            )
 
     def count_option(self, key: str) -> int | None:
         value = self.clause.options.get(key)

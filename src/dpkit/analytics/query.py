@@ -381,6 +381,8 @@ class Query:
     bins: tuple[tuple[str, str, tuple[float, ...]], ...] = ()
     max_groups: int | None = None
     max_rows: int | None = None
+    #: Rows per person over all groups (:meth:`bound`'s ``max_total_rows``).
+    max_total_rows: int | None = None
     aggregations: tuple[Aggregation, ...] = ()
     #: The private table the query reads, in a Session over several tables (None: the
     #: Session's only private table).
@@ -536,7 +538,12 @@ class Query:
             what
             for what, given in (
                 ("group_by", self.group_columns),
-                ("bound", self.max_groups is not None or self.max_rows is not None),
+                (
+                    "bound",
+                    self.max_groups is not None
+                    or self.max_rows is not None
+                    or self.max_total_rows is not None,
+                ),
                 ("an aggregation", self.aggregations),
             )
             if given
@@ -668,19 +675,51 @@ class Query:
         grouped = self.group_by(name, keys=keys)
         return replace(grouped, bins=(*self.bins, (name, column, cuts)))
 
-    def bound(self, *, max_groups: int | None = None, max_rows: int | None = None) -> Query:
-        """Contribution bounds per privacy unit: groups per person, rows per person per group.
+    def bound(
+        self,
+        *,
+        max_groups: int | None = None,
+        max_rows: int | None = None,
+        max_total_rows: int | None = None,
+    ) -> Query:
+        """Contribution bounds per privacy unit: groups per person, rows per person per
+        group, and rows per person in all.
 
-        Enforced inside the engine by a rule that depends only on that person's rows
+        Enforced inside the engine by rules that depend only on that person's rows
         (keyed-hash ranking with a fresh secret salt per query). Required when the
         Session has a privacy unit.
+
+        Parameters
+        ----------
+        max_groups:
+            Groups one person contributes to at most (those of smallest keyed hash).
+        max_rows:
+            Rows one person contributes to one group at most: a person with more rows
+            in a group contributes the average of them, ``max_rows`` times. Defaults to
+            ``max_total_rows`` when only that is given.
+        max_total_rows:
+            Rows one person contributes over all groups at most: a person with more
+            (after ``max_rows`` and ``max_groups``) has every kept group scaled by the
+            same factor ``max_total_rows / (their rows)``, so their share across groups
+            is kept. The sensitivity of counts and sums over all groups is then
+            ``max_total_rows`` rows' worth rather than ``max_groups * max_rows``: use
+            it when a person's rows spread over groups unevenly (PipelineDP's
+            ``max_contributions``, Tumult's ``MaxRowsPerID``, GoogleSQL's
+            ``max_rows_contributed``). Counts, sums, means and variances only:
+            quantiles, ``min``/``max`` and distinct counts of a column keep per-group
+            bounds, and a query with them and ``max_total_rows`` is refused.
         """
         owner = "Query.bound"
         groups = None if max_groups is None else check.check_count(max_groups, "max_groups", owner)
         rows = None if max_rows is None else check.check_count(max_rows, "max_rows", owner)
+        total = (
+            None
+            if max_total_rows is None
+            else check.check_count(max_total_rows, "max_total_rows", owner)
+        )
         # The engine's integer arithmetic is sized from these public bounds (a pair's
         # scaled sum stays below 2^61 * 2^31 in HUGEINT; dpkit.analytics.engines).
-        for name, value in (("max_groups", groups), ("max_rows", rows)):
+        for name, value in (("max_groups", groups), ("max_rows", rows), ("max_total_rows", total)):
             if value is not None and value > MAX_CONTRIBUTION_BOUND:
                 raise InvalidParameter.for_parameter(
                     name, owner, f"an integer in [1, {MAX_CONTRIBUTION_BOUND}]", value
@@ -689,6 +728,7 @@ class Query:
             self,
             max_groups=groups if groups is not None else self.max_groups,
             max_rows=rows if rows is not None else self.max_rows,
+            max_total_rows=total if total is not None else self.max_total_rows,
         )
 
     # --------------------------------------------------------------- aggregations

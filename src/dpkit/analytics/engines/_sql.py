@@ -33,6 +33,9 @@ depends only on that unit's rows and a secret per-query salt ``s``:
    pair are scaled by the same factor ``m / c``.
 3. Each unit keeps its ``k`` groups of smallest ``(H(s, u, g), g)`` where ``H`` is
    dpkit's keyed hash (:mod:`._hash`).
+3b. With a total bound ``T`` (rows per unit over all groups), a unit whose kept pairs
+   count more than ``T`` rows has them all scaled by the same factor, to ``T`` rows'
+   worth in all (:meth:`SqlEngine._total_bounded`).
 4. Final ``GROUP BY g``.
 
 Statistics that need real rows (grid histograms for quantiles) keep, for a pair with
@@ -636,6 +639,10 @@ class SqlEngine:
             ctes.append(f"__bounded AS (SELECT {pair_keys}, {', '.join(scaled)} FROM __pairs)")
             rows_from = "__bounded"
         distinct = [i for i, stat in enumerate(plan.statistics) if stat.op == "distinct"]
+        if plan.max_total_rows is not None:
+            # Step 3b; the compiler refuses distinct counts with a binding total bound.
+            assert not distinct
+            rows_from = self._total_bounded(plan, groups, sums, rows_from, ctes)
         keys = ", ".join(groups)
         # Only distinct counts: the pairs' aggregate still needs one column (it gives
         # the groups the distinct counts are joined to).
@@ -662,12 +669,53 @@ class SqlEngine:
         ]
         return f"SELECT {', '.join(selected)} FROM ({main}) AS __m{joins}"
 
-    def _scaled_sum(self, plan: Plan, i: int, total: str, count: str) -> str:
+    def _total_bounded(
+        self, plan: Plan, groups: list[str], sums: list[int], pairs: str, ctes: list[str]
+    ) -> str:
+        """Append the CTEs of step 3b and return the name of the last: each unit's kept
+        pairs (``pairs``, after steps 2 and 3) scaled so that the unit's rows over all
+        its groups count at most ``T = max_total_rows``.
+
+        With ``C`` the unit's kept rows (the sum of its pairs' counts after step 2, at
+        most ``k m``), a unit with ``C > T`` has every pair scaled by ``T / C``: count
+        ``floor(c T / C)`` and sums ``trunc(S T / C)`` (exactly, as in step 2). Why the
+        sensitivities hold: after step 2 a pair's count is ``w <= m`` and each sum lies
+        in ``w [a, b]`` (proof at :meth:`_bounded`); after this step its absolute value is
+        at most ``w T / C * max(|a|, |b|)`` (truncation only moves towards zero), and
+        ``sum over pairs of w T / C = T``. So one unit's contributions, over its at most
+        ``k`` groups, are each at most ``m`` rows' worth and sum to at most ``T`` rows'
+        worth: the norms of :func:`dpkit.analytics._accounting.contribution_norms`.
+        ``C`` is a function of the unit's own rows and the salt, so the rule stays one
+        on each unit's rows alone. Widths: ``C <= k m <= 2^62`` fits a BIGINT, and
+        ``c T < 2^62``. The sums reuse step 2's arithmetic with ``(C, T)`` for ``(c,
+        m)``: ``|S| <= w 2^62`` and ``C >= w``, so ``|S div C| < 2^62`` and its product
+        with ``T <= 2^31`` is below 2^93, as is ``(S mod C) T < C T``: the wide type
+        holds them. ``|trunc(S T / C)| <= |S|``, so a sum narrowed to BIGINT in step 2
+        stays narrow.
+        """
+        t = plan.max_total_rows
+        assert t is not None
+        pair_keys = ", ".join(["__u", *groups])
+        carried = "".join(f", __s{i}" for i in sums)
+        ctes.append(
+            f"__person AS (SELECT {pair_keys}, __c{carried}, CAST(sum(__c) OVER "
+            f"(PARTITION BY __u) AS BIGINT) AS __ct FROM {pairs})"
+        )
+        count = f"CASE WHEN __ct <= {t} THEN __c ELSE {self.int_div(f'__c * {t}', '__ct')} END"
+        scaled = [f"{count} AS __c"]
+        scaled += [f"{self._scaled_sum(plan, i, f'__s{i}', '__ct', t)} AS __s{i}" for i in sums]
+        ctes.append(f"__total AS (SELECT {pair_keys}, {', '.join(scaled)} FROM __person)")
+        return "__total"
+
+    def _scaled_sum(
+        self, plan: Plan, i: int, total: str, count: str, limit: int | None = None
+    ) -> str:
         """SQL of step 2 for statistic ``i``: a pair's sum ``total`` over ``count`` rows,
         scaled to ``max_rows`` rows' worth when ``count`` exceeds it (the proof above,
         in :meth:`_bounded`). ``count`` >= 1, or 0 with ``total`` NULL or 0 (a pair
-        with no rows, in :mod:`._batch`): the first branch, no division."""
-        m = plan.max_rows
+        with no rows, in :mod:`._batch`): the first branch, no division. ``limit``
+        replaces ``max_rows`` (step 3b: a unit's total rows, :meth:`_total_bounded`)."""
+        m = plan.max_rows if limit is None else limit
         s = f"CAST({total} AS {self.wide})"
         quotient = f"CAST({self.int_div(s, count)} AS {self.wide})"
         remainder = self.int_div(f"({s} % {count}) * {m}", count)
