@@ -39,7 +39,13 @@ from dpkit.analytics._expr import validate_expression
 from dpkit.analytics._order import ORDER_KINDS
 from dpkit.analytics._sql_clause import Clause, SqlError, position_of, split_clause
 from dpkit.analytics.engines import is_numeric
-from dpkit.analytics.query import KeySelection, KeySet, Query, TableKeys
+from dpkit.analytics.query import (
+    MAX_CONTRIBUTION_BOUND,
+    KeySelection,
+    KeySet,
+    Query,
+    TableKeys,
+)
 from dpkit.errors import DPError, EngineError
 
 __all__ = ["SqlStatement", "TableView", "translate"]
@@ -907,11 +913,22 @@ class _Translator:
             )
 
     def count_option(self, key: str) -> int | None:
-        value = self.clause.options.get(key)
-        if value is None:
+        """A contribution bound of OPTIONS: absent, or an integer in [1, 2^31] (the
+        builder's range, ``Query.bound``), refused at the option otherwise -- NULL
+        too: GoogleSQL's NULL switches bounding off, which dpkit never does."""
+        if key not in self.clause.options:
             return None
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise self.option_error(key, f"{key} must be a positive integer; got {value!r}.")
+        value = self.clause.options[key]
+        if (
+            value is None
+            or isinstance(value, bool)
+            or not isinstance(value, int)
+            or not 1 <= value <= MAX_CONTRIBUTION_BOUND
+        ):
+            shown = "NULL" if value is None else repr(value)
+            raise self.option_error(
+                key, f"{key} must be an integer in [1, {MAX_CONTRIBUTION_BOUND}]; got {shown}."
+            )
         return value
 
     def budget(self) -> Guarantee | None:

@@ -75,6 +75,9 @@ def _ungrouped_with_unit(plan: Plan) -> bool:
         and plan.keys is None
         and not plan.bins
         and plan.max_rows >= 1
+        # The compiler folds a total bound into max_rows for an ungrouped plan; a plan
+        # that still has one is not this module's to run (it has no step 3b).
+        and plan.max_total_rows is None
     )
 
 

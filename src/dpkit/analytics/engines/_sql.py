@@ -687,9 +687,9 @@ class SqlEngine:
         worth: the norms of :func:`dpkit.analytics._accounting.contribution_norms`.
         ``C`` is a function of the unit's own rows and the salt, so the rule stays one
         on each unit's rows alone. Widths: ``C <= k m <= 2^62`` fits a BIGINT, and
-        ``c T < 2^62``. The sums reuse step 2's arithmetic with ``(C, T)`` for ``(c,
-        m)``: ``|S| <= w 2^62`` and ``C >= w``, so ``|S div C| < 2^62`` and its product
-        with ``T <= 2^31`` is below 2^93, as is ``(S mod C) T < C T``: the wide type
+        ``c T <= 2^62``. The sums reuse step 2's arithmetic with ``(C, T)`` for ``(c,
+        m)``: ``|S| <= w 2^62`` and ``C >= w``, so ``|S div C| <= 2^62`` and its product
+        with ``T <= 2^31`` is at most 2^93, as is ``(S mod C) T < C T``: the wide type
         holds them. ``|trunc(S T / C)| <= |S|``, so a sum narrowed to BIGINT in step 2
         stays narrow.
         """
