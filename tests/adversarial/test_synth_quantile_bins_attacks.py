@@ -31,7 +31,7 @@ import pytest
 
 import dpkit as dp
 from dpkit.analytics import _synthesis_domains as domains_module
-from dpkit.analytics._synthesis_domains import _grid, _range, quantile_cuts
+from dpkit.analytics._synthesis_domains import _grid, _range, outer_edges, quantile_cuts
 from dpkit.errors import SessionLocked
 from dpkit.synth import PrivateBins
 
@@ -100,12 +100,15 @@ def test_edges_are_a_function_of_the_releases_only(monkeypatch: pytest.MonkeyPat
     _, step = _grid(low, high, True, "BIGINT")
     levels = [f"q_{j / 32:g}" for j in range(1, 32)]
     quantiles = [float(released[1].columns[name][0]) for name in levels]
+    first, last = (float(released[1].columns[f"ends_{q:g}"][0]) for q in (1 / 64, 63 / 64))
+    low, high = outer_edges(first, last, low, high, integer=True)
     code = result.codings[0]
     assert (code.low, code.high) == (low, high)
     assert code.cuts == quantile_cuts(quantiles, low, high, step, integer=True)
     # The victim's value is neither an edge nor inside the range (it is clamped).
     assert VICTIM not in code.cuts and code.high < VICTIM
-    assert code.cuts[0] == 1.0  # the zeros (7 in 64 persons' values) have a bin of their own
+    # The zeros (7 of 67 values) have a bin of their own: no value lies in 1..999.
+    assert code.low == 0.0 and 0.0 < code.cuts[0] <= 1000.0
 
 
 def test_neighbours_with_an_extreme_value_get_edges_inside_the_bulk() -> None:

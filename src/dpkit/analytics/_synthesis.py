@@ -186,9 +186,10 @@ class SynthesisPlan:
                 part = range_budget(spec, Fraction(1))
                 how = (
                     f": {float(part):.0%} of its share finds the range, the rest "
-                    f"{spec.bins - 1} quantiles, the bins' edges (a value holding several "
-                    f"gets a bin of its own; a range of at most {spec.bins} integers gets "
-                    "one bin per integer instead)"
+                    f"{spec.bins - 1} quantiles, the bins' edges, and 2 outer ones that "
+                    "narrow the range (a value holding several gets a bin of its own; a "
+                    f"range of at most {spec.bins} integers gets one bin per integer "
+                    "instead)"
                 )
             elif spec is not None:
                 how = f": its range, then {spec.bins} equal-width bins"

@@ -65,7 +65,8 @@ class PrivateBins:
 
     ``edges="quantile"`` cuts the found range at private quantiles of the column (levels
     ``1/bins .. (bins-1)/bins``; a value holding several of them -- a point mass such
-    as the zeros of a mostly-zero column -- gets a bin of its own); ``"equal"`` cuts it
+    as the zeros of a mostly-zero column -- gets a bin of its own), the range first
+    narrowed to the quantiles at ``1/(2 bins)`` and ``1 - 1/(2 bins)``; ``"equal"`` cuts it
     into ``bins`` equal-width bins. The domain string ``"private"`` means
     ``PrivateBins()`` for a numeric column.
     """
