@@ -150,6 +150,16 @@ AWKWARD: dict[str, tuple[pa.DataType, list[Any], list[Any]]] = {
     "a constant column": (pa.int64(), [42], [42]),
     "a constant double": (pa.float64(), [0.1], [0.1]),
     "two values far apart": (pa.int64(), [0, 10**15], [10**15]),
+    # Dates (found on their days since 1970): the ends of Python's calendar, and days
+    # beyond year 9999 that DuckDB holds but datetime.date does not (as date32 days).
+    "dates at the calendar's ends": (
+        pa.date32(),
+        [-719_162, 2_932_896, 0, 19_000, None],
+        [2_932_896],
+    ),
+    "dates beyond year 9999": (pa.date32(), [3_000_000 + i for i in range(40)], [2**31 - 1]),
+    "dates before year 1": (pa.date32(), [-800_000 - i for i in range(40)] + [0], [-(2**31)]),
+    "one date": (pa.date32(), [19_500], [19_500]),
 }
 
 

@@ -4,6 +4,7 @@ SQL, and the budget split inside the run's one charge."""
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
 import math
 from fractions import Fraction
@@ -188,9 +189,28 @@ def test_spark_codes_bins_cut_at_edges_as_duckdb(spark: Any) -> None:
             "uid": list(range(10)),
             "d": [-math.inf, math.nan, None, 0.0, 0.3, 0.5, 0.75, 0.9, 1.0, math.inf],
             "i": [-(2**63), 2**63 - 1, 0, 1, 5, 6, 9, 10, 11, 3],
+            "day": [
+                dt.date(1, 1, 1),
+                dt.date(9999, 12, 31),
+                None,
+                dt.date(2024, 1, 1),
+                dt.date(2024, 1, 31),
+                dt.date(2024, 2, 1),
+                dt.date(2024, 6, 30),
+                dt.date(2024, 7, 1),
+                dt.date(2024, 12, 31),
+                dt.date(2025, 1, 1),
+            ],
         }
     )
-    cuts = {"d": Cuts(0.0, 1.0, (0.5, 0.75)), "i": Cuts(0.0, 10.0, (1.0, 6.0, 10.0))}
+    cuts = {
+        "d": Cuts(0.0, 1.0, (0.5, 0.75)),
+        "i": Cuts(0.0, 10.0, (1.0, 6.0, 10.0)),
+        # Dates cut at released days (a date domain found privately): whole days.
+        "day": Cuts(
+            dt.date(2024, 1, 1), dt.date(2024, 12, 31), (dt.date(2024, 2, 1), dt.date(2024, 7, 1))
+        ),
+    }
     cells = []
     for session in (
         dp.Session.from_pandas(frame, privacy_unit="uid", budget=dp.ZCDP(1.0)),

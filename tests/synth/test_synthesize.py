@@ -420,12 +420,54 @@ def test_numeric_range_found_privately_in_a_zcdp_session() -> None:
     assert len([r for r in session.history if r.scope == "root"]) == 1
 
 
-def test_a_date_without_bounds_is_refused() -> None:
-    frame = pd.DataFrame({"d": [dt.date(2024, 1, i + 1) for i in range(20)], "x": ["a"] * 20})
+def test_a_timestamp_without_bounds_is_refused() -> None:
+    moments = [dt.datetime(2024, 1, 1) + dt.timedelta(hours=7 * i) for i in range(20)]
+    frame = pd.DataFrame({"t": moments, "x": ["a"] * 20})
     session = dp.Session.from_pandas(frame, budget=dp.ApproxDP(1.0, 1e-6), rng=1)
     with pytest.raises(dp.InvalidParameter, match="needs public bounds"):
         session.synthesize(budget=0.5, method="mst")
     assert len(session.history) == 0
+
+
+@pytest.mark.parametrize("unit", [None, "uid"])
+def test_a_date_domain_is_found_privately_inside_the_one_charge(unit: str | None) -> None:
+    """A DATE column with no public bounds: its range and quantile edges are found on
+    its days since 1970 (the canonical number line) inside the run's charge, and the
+    synthetic dates lie in the found range, close to the data's."""
+    rng = np.random.default_rng(4)
+    n = 3000
+    start = dt.date(2023, 3, 1)
+    frame = pd.DataFrame(
+        {
+            "uid": np.arange(n) // 2,
+            "d": [start + dt.timedelta(days=int(v)) for v in rng.integers(0, 400, n)],
+            "x": rng.choice(["a", "b"], n),
+        }
+    )
+    frame.loc[:400, "d"] = dt.date(2023, 12, 25)  # a point mass
+    session = dp.Session.from_pandas(frame, privacy_unit=unit, budget=dp.ApproxDP(4.0, 1e-6), rng=3)
+    result = session.synthesize(
+        budget=1.0,
+        method="mst",
+        columns=["d", "x"],
+        domains={"x": ["a", "b"]},
+        **({"max_rows": 2} if unit else {}),
+    )
+    assert len([r for r in session.history if r.scope == "root"]) == 1
+    coding = next(c for c in result.codings if c.name == "d")
+    assert coding.cuts and coding.whole
+    low, high = (dt.date(1970, 1, 1) + dt.timedelta(days=int(v)) for v in (coding.low, coding.high))
+    # The range step finds the data's years (2023-2024, year bins), and the outer
+    # quantiles narrow it towards the data (2023-03-01 to 2024-04-04).
+    assert dt.date(2023, 1, 1) <= low <= dt.date(2023, 4, 1)
+    assert dt.date(2024, 2, 1) <= high <= dt.date(2024, 12, 31)
+    assert any("d: range [2023-" in note and "private quantiles" in note for note in result.notes)
+    days = pd.to_datetime(result.data["d"].dropna())
+    assert str(result.data["d"].dtype).startswith("datetime64")
+    assert days.min() >= pd.Timestamp(low) and days.max() <= pd.Timestamp(high)
+    # The point mass has a bin of its own and comes back about as often.
+    share = (days == pd.Timestamp("2023-12-25")).mean()
+    assert 0.08 < share < 0.2
 
 
 def test_aim_steps_add_up_to_at_most_its_budget_and_anneal() -> None:

@@ -32,6 +32,8 @@ parameters and earlier releases, and the steps add up to at most the reserve).
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
+import functools
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -40,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from dpkit.analytics._canonical import key_category
+from dpkit.analytics._canonical import from_engine, key_category
 from dpkit.analytics._describe_scales import (
     RANGE_FALLBACK_WINDOWS,
     RANGE_WINDOWS,
@@ -50,6 +52,7 @@ from dpkit.analytics._describe_scales import (
     _Scale,
     integer_bins,
 )
+from dpkit.analytics.engines import quote
 from dpkit.analytics.query import KeySelection, Query
 from dpkit.errors import InvalidParameter
 from dpkit.synth._columns import code_of
@@ -74,6 +77,12 @@ MAX_DISCOVERED = 1_000
 DISCOVERY_SHARE = Fraction(1, 20)
 DISCOVERY_MAX = Fraction(3, 10)
 _NUMERIC = ("integer", "double", "decimal")
+#: Columns given bins (a range, then cut): numbers, and dates as whole days since
+#: 1970-01-01 (their canonical number line, dpkit.analytics._canonical).
+_BINNED = (*_NUMERIC, "date")
+#: Days since 1970-01-01 that Python's ``datetime.date`` can hold (years 1 to 9999):
+#: a date range found privately is clamped into them (post-processing).
+_DAY_RANGE = (-719_162.0, 2_932_896.0)
 #: Found ranges of integer-like columns are clamped into +-LIMIT (the codings' rule).
 LIMIT = float(2**53)
 #: Of a numeric column's share, the part that finds its range when its bins are cut at
@@ -95,8 +104,56 @@ def discovery_share(columns: int) -> Fraction:
     return min(DISCOVERY_SHARE * columns, DISCOVERY_MAX) if columns else Fraction(0)
 
 
-def _query(name: str, category: str, unit: str | None, max_rows: int, delta: float | None) -> Query:
-    if category in _NUMERIC:
+@functools.cache
+def _date_edges() -> tuple[float, ...]:
+    """Public bin edges of a date's days: January 1st of each year 1900-2100 (the span
+    ``dpkit describe`` assumes for dates), and beyond it the integer magnitude edges. A
+    power-of-two ladder alone puts 1990-2059 in one bin (days 2^14 to 2^15), so a year
+    of data got a 70-year range, which the quantiles' exponential mechanism cannot
+    narrow at a small budget (most of the grid then has the same utility)."""
+    years = [float((dt.date(y, 1, 1) - dt.date(1970, 1, 1)).days) for y in range(1900, 2101)]
+    outside = _magnitude_edges(True)
+    return (
+        *(e for e in outside if e < years[0]),
+        *years,
+        *(e for e in outside if e > years[-1]),
+    )
+
+
+def _bin_edges(category: str) -> list[float]:
+    """The range query's public bin edges for a column of ``category``."""
+    if category == "date":
+        return list(_date_edges())
+    return _magnitude_edges(category == "integer")
+
+
+def days_column(name: str, schema: Mapping[str, str]) -> str:
+    """A derived column's name for ``name``'s days since 1970-01-01, not a column of
+    ``schema`` (public: the schema's names only)."""
+    out = f"{name}_days"
+    taken = {c.casefold() for c in schema}
+    while out.casefold() in taken:
+        out += "_"
+    return out
+
+
+def _query(
+    name: str,
+    category: str,
+    unit: str | None,
+    max_rows: int,
+    delta: float | None,
+    schema: Mapping[str, str],
+) -> Query:
+    if category == "date":
+        # A date's range and quantiles are found on its days since 1970-01-01, an
+        # integer column derived in the allowlisted grammar (the same days the coding
+        # compares: the canonical DATE number line).
+        days = days_column(name, schema)
+        query = Query().with_column(days, f"date_diff('day', DATE '1970-01-01', {quote(name)})")
+        query = query.group_by_bins(days, _bin_edges("date"))
+        query = query.count_distinct() if unit is not None else query.count()
+    elif category in _NUMERIC:
         query = Query().group_by_bins(name, _magnitude_edges(category == "integer"))
         query = query.count_distinct() if unit is not None else query.count()
     else:
@@ -109,7 +166,7 @@ def _query(name: str, category: str, unit: str | None, max_rows: int, delta: flo
 
 def categorical_names(schema: dict[str, str], names: Sequence[str]) -> list[str]:
     """The columns among ``names`` whose domain key selection finds."""
-    return [n for n in names if key_category(schema[n]) not in (*_NUMERIC, None)]
+    return [n for n in names if key_category(schema[n]) not in (*_BINNED, None)]
 
 
 def discovery_queries(
@@ -125,18 +182,21 @@ def discovery_queries(
     out = {}
     for name in names:
         category = key_category(schema[name])
-        if category is None or category in ("date", "timestamp", "timestamptz"):
+        if category is None or category in ("timestamp", "timestamptz"):
             raise InvalidParameter(
                 f"{owner}: column {name!r} ({schema[name]}) needs public bounds, e.g. "
-                f"domains={{{name!r}: (date(2020, 1, 1), date(2025, 1, 1))}}; its domain "
-                "cannot be found privately."
+                f"domains={{{name!r}: (datetime(2020, 1, 1), datetime(2025, 1, 1))}}; its "
+                "domain cannot be found privately."
             )
-        out[name] = _query(name, category, unit, max_rows, delta)
+        out[name] = _query(name, category, unit, max_rows, delta, schema)
     return out
 
 
 def _range(result: Any, name: str, category: str, pure: bool) -> Bins | None:
-    edges = _magnitude_edges(category == "integer")
+    """The range of a numeric column (or of a date's days: ``category`` "date", ``name``
+    the days column) from its range query's release, or None when nothing stands out."""
+    whole = category in ("integer", "date")
+    edges = _bin_edges(category)
     column = f"{name}_bin"
     counts = np.asarray(result.columns["count" if "count" in result.columns else "count_distinct"])
     label = "count" if "count" in result.columns else "count_distinct"
@@ -144,7 +204,7 @@ def _range(result: Any, name: str, category: str, pure: bool) -> Bins | None:
     order = np.argsort(np.asarray(result.columns[column]), kind="stable")
     counts, se = counts[order].astype(np.float64), se[order]
     passes = [list(range(len(counts)))]
-    if category != "integer":
+    if not whole:
         passes.append(integer_bins(edges))
     z = _range_z(pure)
     occupied = _occupied(counts, se, z, passes, RANGE_WINDOWS) or _occupied(
@@ -153,15 +213,17 @@ def _range(result: Any, name: str, category: str, pure: bool) -> Bins | None:
     if not occupied:
         return None
     low, high = edges[occupied[0]], edges[occupied[-1] + 1]
-    if category in ("integer", "decimal"):
+    if category in ("integer", "decimal", "date"):
         # Integer edges: the occupied bins hold the integers low .. high - 1. Bounds
-        # of integer-like columns must lie within +-2^53 (dpkit.synth._columns): the
-        # found range is clamped there (post-processing; values beyond are clamped into
-        # the end bins like any value outside the bounds).
-        high = high - 1.0 if category == "integer" else high
-        low, high = (min(max(v, -LIMIT), LIMIT) for v in (low, high))
+        # of integer-like columns must lie within +-2^53 (dpkit.synth._columns), and a
+        # date's within the years 1 to 9999: the found range is clamped there
+        # (post-processing; values beyond are clamped into the end bins like any value
+        # outside the bounds).
+        high = high - 1.0 if whole else high
+        lowest, highest = _DAY_RANGE if category == "date" else (-LIMIT, LIMIT)
+        low, high = (min(max(v, lowest), highest) for v in (low, high))
         if not low < high:
-            low, high = (high - 1.0, high) if high > -LIMIT else (low, low + 1.0)
+            low, high = (high - 1.0, high) if high > lowest else (low, low + 1.0)
     return Bins(low, high)
 
 
@@ -173,7 +235,7 @@ def private_binning(
     no domain (public parameters only)."""
     out = {}
     for name in names:
-        if key_category(schema[name]) in _NUMERIC:
+        if key_category(schema[name]) in _BINNED:
             spec = (domains or {}).get(name)
             out[name] = spec if isinstance(spec, PrivateBins) else PrivateBins()
     return out
@@ -233,10 +295,11 @@ def _quantile_query(
     base: Query, name: str, bounds: tuple[float, float], bins: int, grid: int
 ) -> Query:
     """The quantiles at ``1/bins .. (bins-1)/bins`` over ``bounds``, on ``base``'s table
-    (and joins) and, with a privacy unit, each person's at most ``max_rows`` rows (the
-    range query's ``max_groups``), as every measurement of the run."""
+    (joins and derived columns: a date's days) and, with a privacy unit, each person's
+    at most ``max_rows`` rows (the range query's ``max_groups``), as every measurement
+    of the run."""
     levels = tuple(j / bins for j in range(1, bins))
-    query = dataclasses.replace(Query(), table=base.table, joins=base.joins)
+    query = dataclasses.replace(Query(), table=base.table, joins=base.joins, derived=base.derived)
     query = query.quantile(name, levels, bounds=bounds, grid_size=grid, name="q")
     # The outer edges: the found range is a power-of-two span (hours worked 0-99 found
     # as [0, 127]), and the end bins would stretch to it, drawing synthetic values
@@ -262,6 +325,29 @@ def _grid(low: float, high: float, integer: bool, type_name: str) -> tuple[int, 
     return points, (high - low) / (points - 1)
 
 
+def _dated(domain: Any, category: str) -> Any:
+    """A date column's Bins or Cuts found on its days, with dates for the bounds and
+    edges (as a public date domain is given; post-processing); others unchanged."""
+    if category != "date":
+        return domain
+
+    def day(value: float) -> Any:
+        return from_engine(int(value), "date")
+
+    if isinstance(domain, Cuts):
+        return Cuts(
+            day(domain.low), day(domain.high), tuple(day(c) for c in domain.cuts), domain.nulls
+        )
+    return Bins(day(domain.low), day(domain.high), domain.bins, domain.nulls)
+
+
+def _shown(bins: Bins, category: str) -> str:
+    """``[low, high]`` of a range found privately, as dates for a date column."""
+    if category == "date":
+        return f"[{from_engine(int(bins.low), 'date')}, {from_engine(int(bins.high), 'date')}]"
+    return f"[{bins.low:g}, {bins.high:g}]"
+
+
 def _quantile_bins(
     session: Session,
     query: Query,
@@ -273,16 +359,19 @@ def _quantile_bins(
 ) -> tuple[object, str]:
     """Bins of a numeric column over its found range, per ``spec`` (and a note)."""
     low, high = float(found.low), float(found.high)
-    integer = key_category(type_name) == "integer"
-    where = f"{name}: range [{low:g}, {high:g}] found privately"
+    integer = key_category(type_name) in ("integer", "date")
+    category = key_category(type_name) or ""
+    where = f"{name}: range {_shown(Bins(low, high), category)} found privately"
     if spec.edges == "equal" or spec.bins == 1:
         return Bins(low, high, spec.bins, spec.nulls), f"{where}; {spec.bins} equal-width bins."
     if integer and high - low + 1 <= spec.bins:
         # Few integers: one bin each, no quantiles needed (their share is left over).
         return Bins(low, high, spec.bins, spec.nulls), f"{where}; one bin per integer."
     points, step = _grid(low, high, integer, type_name)
+    # A date's quantiles are of its days (the range query's derived column).
+    column = query.derived[0][0] if key_category(type_name) == "date" else name
     try:
-        quantiles = _quantile_query(query, name, (low, high), spec.bins, points)
+        quantiles = _quantile_query(query, column, (low, high), spec.bins, points)
         result = session.evaluate(quantiles, budget=share)
     except InvalidParameter:
         # Refused before it spent anything (its noise cannot run at this budget, a
@@ -296,7 +385,7 @@ def _quantile_bins(
         for level in (0.5 / spec.bins, 1 - 0.5 / spec.bins)
     )
     low, high = outer_edges(first, last, low, high, integer)
-    where = f"{name}: range [{low:g}, {high:g}] found privately"
+    where = f"{name}: range {_shown(Bins(low, high), category)} found privately"
     cuts = quantile_cuts(values, low, high, step, integer=integer)
     if not cuts:
         return Bins(low, high, 1, spec.nulls), f"{where}; one bin (quantiles at its ends)."
@@ -304,7 +393,7 @@ def _quantile_bins(
     try:
         # quantile_cuts' edges always pass the coding's checks (tested); should one
         # not, equal-width bins are a post-processing fallback, not a failure.
-        code_of(name, type_name, found_cuts, "synthesize")
+        code_of(name, type_name, _dated(found_cuts, key_category(type_name) or ""), "synthesize")
     except InvalidParameter:
         return Bins(low, high, spec.bins, spec.nulls), f"{where}; {spec.bins} equal-width bins."
     return found_cuts, f"{where}; {len(cuts) + 1} bins cut at private quantiles."
@@ -326,23 +415,26 @@ def discover(
     for name, query in queries.items():
         category = key_category(schema[name]) or ""
         spec = binning.get(name)
-        part = range_budget(spec, share) if category in _NUMERIC else share
+        part = range_budget(spec, share) if category in _BINNED else share
         result = session.evaluate(query, budget=part)
-        if category in _NUMERIC:
-            bins = _range(result, name, category, pure=False)
+        if category in _BINNED:
+            # A date's range is of its days column (the query's derived column).
+            column = query.derived[0][0] if category == "date" else name
+            bins = _range(result, column, category, pure=False)
             if bins is None:
                 # Nothing above the noise: one bin holding every value (all come back as
                 # one synthetic value; post-processing of a release).
                 nulls = spec.nulls if spec is not None else True
-                found[name] = Bins(0.0, 1.0, 1, nulls)
+                found[name] = _dated(Bins(0.0, 1.0, 1, nulls), category)
                 notes.append(f"{name}: no range found privately (too few rows); one bin.")
             elif spec is None:
-                found[name] = bins
-                notes.append(f"{name}: range [{bins.low:g}, {bins.high:g}] found privately.")
+                found[name] = _dated(bins, category)
+                notes.append(f"{name}: range {_shown(bins, category)} found privately.")
             else:
-                found[name], note = _quantile_bins(
+                domain, note = _quantile_bins(
                     session, query, name, schema[name], bins, spec, share - part
                 )
+                found[name] = _dated(domain, category)
                 notes.append(note)
             continue
         values = list(result.columns[name])

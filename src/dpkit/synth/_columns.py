@@ -75,8 +75,9 @@ class ColumnCode:
 
     @property
     def whole(self) -> bool:
-        """Whether the bins hold whole numbers (integer columns with cuts)."""
-        return bool(self.cuts) and self.category == "integer"
+        """Whether the bins hold whole numbers (integer columns with cuts; dates, whose
+        canonical numbers are whole days)."""
+        return bool(self.cuts) and self.category in ("integer", "date")
 
     @property
     def categorical(self) -> bool:
@@ -357,8 +358,8 @@ def _code_of(name: str, type_name: str, spec: object, owner: str) -> ColumnCode:
 def _cuts_code(name: str, type_name: str, category: str, spec: Cuts, owner: str) -> ColumnCode:
     """The coding of bins cut at released edges (checked as public bounds are: finite,
     within +-2^53, strictly increasing inside ``[low, high]``; whole numbers for
-    integer columns)."""
-    if category not in ("integer", "double", "decimal"):
+    integer columns; dates for date columns, coded as whole days)."""
+    if category not in ("integer", "double", "decimal", "date"):
         raise InvalidParameter(f"{owner}: column {name!r} ({type_name}) cannot be cut at edges.")
     low = _number(spec.low, category, f"{owner}: the lower bound of {name!r}")
     high = _number(spec.high, category, f"{owner}: the upper bound of {name!r}")
@@ -367,7 +368,7 @@ def _cuts_code(name: str, type_name: str, category: str, spec: Cuts, owner: str)
         # As for Bins: integer-like values are drawn exactly within +-2^53.
         raise InvalidParameter(f"{owner}: the edges of {name!r} must lie within +-2^53.")
     ends: tuple[float | int, ...] = (low, *cuts, high)
-    if category == "integer":
+    if category in ("integer", "date"):
         if not all(float(v).is_integer() for v in ends):
             raise InvalidParameter(f"{owner}: the edges of {name!r} must be whole numbers.")
         # Integer bins hold e_i .. e_{i+1} - 1, the last up to high: a cut may be high
@@ -452,10 +453,10 @@ def plan_columns(
             )
         spec = domains.get(name)
         if isinstance(spec, PrivateBins):
-            if key_category(schema[name]) not in ("integer", "double", "decimal"):
+            if key_category(schema[name]) not in ("integer", "double", "decimal", "date"):
                 raise InvalidParameter(
-                    f"{owner}: PrivateBins applies to integer, floating-point and decimal "
-                    f"columns; {name!r} is {schema[name]}."
+                    f"{owner}: PrivateBins applies to integer, floating-point, decimal and "
+                    f"date columns; {name!r} is {schema[name]}."
                 )
             spec = "private"
         if isinstance(spec, str) and spec == "private":
