@@ -136,6 +136,52 @@ def test_plans_that_cannot_share_run_alone() -> None:
     assert share_aggregates([c.plan for c in plans(plain, SUMS)]) == []
 
 
+def test_a_shared_statement_holds_at_most_max_shared_derived_derived_columns(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each derived column nests a SELECT in a shared statement, and Spark's analyzer
+    gives up on deep ones: 20 plans with one derived column each run as 16 + 4 (their
+    histograms) and as chunks of MAX_SHARED_SUMS (their sums), with every plan's own
+    integers."""
+    s = session(frame())
+    engine: Any = s._engine
+    queries = [
+        Query()
+        .bound(max_rows=2)
+        .with_column(f"z{i}", f'"x" + {i}')
+        .quantile(f"z{i}", [0.5], bounds=(0.0, 200.0))
+        for i in range(20)
+    ]
+    jobs = [(c.plan, o) for c in plans(s, queries) for o in c.orders]
+    assert _batch._chunks(list(range(20)), [p for p, _ in jobs], None) == [
+        list(range(16)),
+        list(range(16, 20)),
+    ]
+    statements: list[str] = []
+    execute = engine._execute
+    monkeypatch.setattr(
+        engine, "_execute", lambda sql, *a, **k: (statements.append(sql), execute(sql, *a, **k))[1]
+    )
+    shared = _batch.histograms_many(engine, jobs)
+    assert len(statements) == 2
+    assert shared == [engine.histograms(p, o) for p, o in jobs]
+    sums = [
+        c.plan
+        for c in plans(
+            s,
+            [
+                Query()
+                .bound(max_rows=2)
+                .with_column(f"z{i}", f'"x" + {i}')
+                .sum(f"z{i}", bounds=(0.0, 200.0))
+                for i in range(20)
+            ],
+        )
+    ]
+    assert _batch._chunks(list(range(20)), sums, _batch.MAX_SHARED_SUMS)[0] == [0, 1, 2, 3]
+    assert _batch.aggregate_many(engine, sums) == [engine.aggregate(p) for p in sums]
+
+
 def _observed(summary: Any) -> dict[str, Any]:
     out: dict[str, Any] = json.loads(to_json(summary))
     out.pop("created", None)

@@ -589,6 +589,9 @@ class SparkEngine(SqlEngine):
     # the join's extra stages cost more on Spark than the hashing saves (10^6 rows,
     # local[2], alternated: 2.07-2.16 s per pair against 2.32-2.49 s joined).
     hash_groups_once = False
+    # One statement per plan's histograms (SqlEngine.shares_histograms: shared, Spark
+    # recomputed the common rows in every plan's branch).
+    shares_histograms = False
     text = "STRING"
 
     def q(self, name: str) -> str:
