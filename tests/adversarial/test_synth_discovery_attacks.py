@@ -129,7 +129,12 @@ def test_categories_without_a_selection_delta_are_refused_before_the_charge() ->
     delta is zero, cannot find categories privately: the run -- and its explanation --
     must be refused before anything is charged, whoever is in the table."""
     frame = pd.DataFrame(
-        {"uid": range(40), "c": ["a", "b"] * 20, "day": [dt.date(2024, 1, 1)] * 40}
+        {
+            "uid": range(40),
+            "c": ["a", "b"] * 20,
+            "day": [dt.date(2024, 1, 1)] * 40,
+            "moment": [dt.datetime(2024, 1, 1, 12)] * 40,
+        }
     )
     zcdp = dp.Session.from_pandas(frame, privacy_unit="uid", budget=dp.ZCDP(1.0), rng=0)
     no_delta = approx_session(frame, selection_delta=0.0)
@@ -139,15 +144,17 @@ def test_categories_without_a_selection_delta_are_refused_before_the_charge() ->
                 session.synthesize(**RUN, columns=["c"], domains=domains)
             with pytest.raises(InvalidParameter, match="key selection"):
                 session.explain_synthesis(budget=1.0, method="mst", columns=["c"])
-        # A date has no private way: refused too, before the charge.
+        # A timestamp has no private way: refused too, before the charge.
         with pytest.raises(InvalidParameter, match="cannot be found privately"):
-            session.synthesize(**RUN, columns=["day"], domains={"day": "private"})
+            session.synthesize(**RUN, columns=["moment"], domains={"moment": "private"})
         assert not session.history
     assert zcdp.spent == dp.ZCDP(0.0) and no_delta.spent == dp.ZCDP(0.0)
-    # Numbers need no selection delta: a ZCDP Session finds their range, charged once.
+    # Numbers and dates need no selection delta: a ZCDP Session finds their range (a
+    # date's on its days), charged once.
     numbers = frame.assign(x=1.5)
-    zcdp = dp.Session.from_pandas(numbers, privacy_unit="uid", budget=dp.ZCDP(1.0), rng=0)
-    assert outcome(zcdp, columns=["x"]) == "ok"
+    for column in ("x", "day"):
+        zcdp = dp.Session.from_pandas(numbers, privacy_unit="uid", budget=dp.ZCDP(1.0), rng=0)
+        assert outcome(zcdp, columns=[column]) == "ok"
 
 
 # ------------------------------------------- discovery: awkward values after the charge
