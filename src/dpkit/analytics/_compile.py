@@ -317,7 +317,7 @@ def _binding_total(query: Query, unit: str | None, max_groups: int, max_rows: in
         if agg.kind in ORDER_KINDS or (agg.kind == "count_distinct" and agg.column is not None):
             what = "distinct count of a column" if agg.kind == "count_distinct" else agg.kind
             raise InvalidParameter(
-                f"Session.evaluate: aggregation {agg.name!r} ({what}) keeps its values per "
+                f"Query.bound: aggregation {agg.name!r} ({what}) keeps its values per "
                 f"group, so max_total_rows={total} cannot bound it: a total bound applies to "
                 "counts, sums, means and variances. Drop max_total_rows, set it to at least "
                 f"max_groups * max_rows = {max_groups * max_rows}, or run {agg.name!r} in a "

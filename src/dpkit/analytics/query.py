@@ -707,7 +707,9 @@ class Query:
             ``max_contributions``, Tumult's ``MaxRowsPerID``, GoogleSQL's
             ``max_rows_contributed``). Counts, sums, means and variances only:
             quantiles, ``min``/``max`` and distinct counts of a column keep per-group
-            bounds, and a query with them and ``max_total_rows`` is refused.
+            bounds, and a query with one of them is refused (before anything is spent)
+            when the total binds: several groups per person and ``max_total_rows <
+            max_groups * max_rows``.
         """
         owner = "Query.bound"
         groups = None if max_groups is None else check.check_count(max_groups, "max_groups", owner)
