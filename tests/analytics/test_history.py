@@ -119,6 +119,19 @@ def test_quantiles_private_keys_and_row_bounds_in_words() -> None:
     )
 
 
+def test_a_total_row_bound_in_words() -> None:
+    query = (
+        Query()
+        .group_by("region", keys="private")
+        .bound(max_groups=3, max_rows=4, max_total_rows=6)
+        .count()
+    )
+    text = readable_description(json.dumps({"query": repr(query)}))
+    assert text == (
+        "count by region (keys selected privately) (at most 6 rows per person in all, 4 per group)"
+    )
+
+
 def test_a_cut_description_is_read_as_far_as_it_goes() -> None:
     keys = KeySet.from_values(region=[f"r{i}" for i in range(500)])
     query = Query().group_by("region", keys=keys).filter("age > 3").count()

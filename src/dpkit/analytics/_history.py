@@ -196,7 +196,11 @@ def _query_text(text: str) -> str:
     if filters:
         words += " where " + " and ".join(map(str, filters))
     max_rows = _literal(fields.get("max_rows"), None)
-    if max_rows is not None:
+    total = _literal(fields.get("max_total_rows"), None)
+    if total is not None:
+        per_group = "" if max_rows is None else f", {max_rows} per group"
+        words += f" (at most {total} row{'' if total == 1 else 's'} per person in all{per_group})"
+    elif max_rows is not None:
         words += f" (at most {max_rows} row{'' if max_rows == 1 else 's'} per person)"
     return words + (" [description truncated]" if truncated else "")
 
