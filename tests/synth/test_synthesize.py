@@ -470,6 +470,35 @@ def test_a_date_domain_is_found_privately_inside_the_one_charge(unit: str | None
     assert 0.08 < share < 0.2
 
 
+def test_a_date_domain_found_on_spark_is_duckdbs(spark: Any) -> None:
+    """The date's days (a derived column in the allowlisted grammar) and its quantile
+    bins on Spark: the same releases as on DuckDB with the same generator, so the same
+    coding."""
+    rng = np.random.default_rng(5)
+    n = 600
+    frame = pd.DataFrame(
+        {
+            "uid": np.arange(n) // 2,
+            "d": [dt.date(2023, 3, 1) + dt.timedelta(days=int(v)) for v in rng.integers(0, 400, n)],
+            "x": rng.choice(["a", "b"], n),
+        }
+    )
+    options: dict[str, Any] = {
+        "budget": 1.0,
+        "method": "mst",
+        "columns": ["d", "x"],
+        "domains": {"x": ["a", "b"]},
+        "max_rows": 2,
+    }
+    budget = dp.ApproxDP(4.0, 1e-6)
+    on_duckdb = dp.Session.from_pandas(frame, privacy_unit="uid", budget=budget, rng=3)
+    on_spark = dp.Session.from_spark(
+        spark.createDataFrame(frame), privacy_unit="uid", budget=budget, rng=3
+    )
+    codings = [s.synthesize(**options).codings[0] for s in (on_duckdb, on_spark)]
+    assert codings[0] == codings[1] and codings[0].cuts
+
+
 def test_aim_steps_add_up_to_at_most_its_budget_and_anneal() -> None:
     from dpkit.synth._aim import run_aim
 
