@@ -610,6 +610,23 @@ def test_date_bins_up_to_the_last_date_run() -> None:
     assert outcome(session, domains={"day": (dt.date(1, 1, 1), dt.date(9999, 12, 31))}) == "ok"
 
 
+@pytest.mark.parametrize("zone", [None, UTC])
+def test_timestamp_bins_up_to_the_last_microsecond_run(zone: Any) -> None:
+    """The widest public timestamp domain Python has: its upper bound, 253402300799999999
+    microseconds, rounds up past year 9999 as a float64. Showing the bins' labels and
+    drawing values at that end failed after the charge (OverflowError), locking the
+    Session for a public choice; it must run, and draw only representable datetimes."""
+    first = dt.datetime(1, 1, 1, tzinfo=zone)
+    last = dt.datetime(9999, 12, 31, 23, 59, 59, 999_999, tzinfo=zone)
+    frame = pd.DataFrame({"uid": [1, 2, 3], "at": [last] * 3})
+    session = session_of(pa.Table.from_pandas(frame, preserve_index=False))
+    result = session.synthesize(
+        **{**RUN, "rows": 50}, domains={"at": Bins(first, last, bins=2, nulls=False)}
+    )
+    drawn = result.data["at"].dropna()
+    assert len(drawn) == 50 and all(value.year <= 9999 for value in drawn.dt.to_pydatetime())
+
+
 def test_tiny_real_bins_cannot_read_another_column() -> None:
     """The schema has a text column named ``inf``; the analyst gives bounds whose span
     is so small that the scale overflows. The run must not read ``inf`` (or fail on the

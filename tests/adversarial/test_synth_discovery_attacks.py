@@ -144,15 +144,12 @@ def test_categories_without_a_selection_delta_are_refused_before_the_charge() ->
                 session.synthesize(**RUN, columns=["c"], domains=domains)
             with pytest.raises(InvalidParameter, match="key selection"):
                 session.explain_synthesis(budget=1.0, method="mst", columns=["c"])
-        # A timestamp has no private way: refused too, before the charge.
-        with pytest.raises(InvalidParameter, match="cannot be found privately"):
-            session.synthesize(**RUN, columns=["moment"], domains={"moment": "private"})
         assert not session.history
     assert zcdp.spent == dp.ZCDP(0.0) and no_delta.spent == dp.ZCDP(0.0)
-    # Numbers and dates need no selection delta: a ZCDP Session finds their range (a
-    # date's on its days), charged once.
+    # Numbers, dates and timestamps need no selection delta: a ZCDP Session finds their
+    # range (a date's on its days, a timestamp's on its seconds), charged once.
     numbers = frame.assign(x=1.5)
-    for column in ("x", "day"):
+    for column in ("x", "day", "moment"):
         zcdp = dp.Session.from_pandas(numbers, privacy_unit="uid", budget=dp.ZCDP(1.0), rng=0)
         assert outcome(zcdp, columns=[column]) == "ok"
 

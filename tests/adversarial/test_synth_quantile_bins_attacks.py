@@ -160,6 +160,30 @@ AWKWARD: dict[str, tuple[pa.DataType, list[Any], list[Any]]] = {
     "dates beyond year 9999": (pa.date32(), [3_000_000 + i for i in range(40)], [2**31 - 1]),
     "dates before year 1": (pa.date32(), [-800_000 - i for i in range(40)] + [0], [-(2**31)]),
     "one date": (pa.date32(), [19_500], [19_500]),
+    # Timestamps (found on their seconds since 1970, epoch): Python's calendar's ends in
+    # microseconds, instants DuckDB holds beyond year 9999 and before year 1, fractions
+    # of a second with a time zone, a single instant.
+    "timestamps at the calendar's ends": (
+        pa.timestamp("us"),
+        [-62_135_596_800_000_000, 253_402_300_799_999_999, 0, 1_700_000_000_000_000, None],
+        [253_402_300_799_999_999],
+    ),
+    "timestamps beyond year 9999": (
+        pa.timestamp("us"),
+        [300_000_000_000_000_000 + i for i in range(40)],
+        [2**62],
+    ),
+    "timestamps before year 1": (
+        pa.timestamp("us"),
+        [-100_000_000_000_000_000 - i for i in range(40)] + [0],
+        [-(2**62)],
+    ),
+    "zoned timestamps a microsecond apart": (
+        pa.timestamp("us", tz="UTC"),
+        [1_700_000_000_123_457 + i for i in range(40)],
+        [1_700_000_000_000_001],
+    ),
+    "one timestamp": (pa.timestamp("us"), [1_700_000_000_000_000], [1_700_000_000_000_000]),
 }
 
 

@@ -420,11 +420,58 @@ def test_numeric_range_found_privately_in_a_zcdp_session() -> None:
     assert len([r for r in session.history if r.scope == "root"]) == 1
 
 
-def test_a_timestamp_without_bounds_is_refused() -> None:
-    moments = [dt.datetime(2024, 1, 1) + dt.timedelta(hours=7 * i) for i in range(20)]
-    frame = pd.DataFrame({"t": moments, "x": ["a"] * 20})
+@pytest.mark.parametrize("unit", [None, "uid"])
+@pytest.mark.parametrize("zone", [None, "UTC"])
+def test_a_timestamp_domain_is_found_privately_inside_the_one_charge(
+    unit: str | None, zone: str | None
+) -> None:
+    """A TIMESTAMP (or TIMESTAMP WITH TIME ZONE) column with no public bounds: its range
+    and quantile edges are found on its seconds since 1970 (``epoch``, with the
+    fraction) inside the run's charge; the synthetic times keep the column's type, lie in
+    the found range, and follow the data's quartiles."""
+    rng = np.random.default_rng(6)
+    n = 4000
+    start = dt.datetime(2023, 3, 1)
+    moments = [start + dt.timedelta(seconds=float(v)) for v in rng.gamma(2.0, 20 * 86400.0, n)]
+    times = pd.Series(moments, dtype="datetime64[us]")
+    if zone is not None:
+        times = times.dt.tz_localize(zone)
+    frame = pd.DataFrame({"uid": np.arange(n) // 2, "t": times, "x": rng.choice(["a", "b"], n)})
+    session = dp.Session.from_pandas(frame, privacy_unit=unit, budget=dp.ApproxDP(4.0, 1e-6), rng=3)
+    assert session.columns["t"] == ("TIMESTAMP WITH TIME ZONE" if zone else "TIMESTAMP")
+    result = session.synthesize(
+        budget=1.0,
+        method="mst",
+        columns=["t", "x"],
+        domains={"x": ["a", "b"]},
+        **({"max_rows": 2} if unit else {}),
+    )
+    assert len([r for r in session.history if r.scope == "root"]) == 1
+    coding = next(c for c in result.codings if c.name == "t")
+    assert coding.cuts and not coding.whole
+    # The range step finds the data's year (2023, year bins) and the outer quantiles
+    # narrow it towards the data's span (2023-03-01 to about 2023-10).
+    low, high = (pd.Timestamp(int(v), unit="us") for v in (coding.low, coding.high))
+    assert pd.Timestamp("2023-01-01") <= low <= pd.Timestamp("2023-03-15")
+    assert pd.Timestamp("2023-05-01") <= high <= pd.Timestamp("2024-01-01")
+    assert any("t: range [2023-" in note and "private quantiles" in note for note in result.notes)
+    synthetic = result.data["t"].dropna()
+    assert str(result.data["t"].dtype) == str(frame["t"].dtype)
+    naive = synthetic.dt.tz_localize(None) if zone else synthetic
+    assert naive.min() >= low and naive.max() <= high
+    # Quantile bins: the synthetic quartiles within a few days of the data's.
+    real = frame["t"].dt.tz_localize(None) if zone else frame["t"]
+    for level in (0.25, 0.5, 0.75):
+        gap = abs(naive.quantile(level) - real.quantile(level))
+        assert gap < pd.Timedelta(days=6), (level, gap)
+
+
+def test_a_timestamp_of_a_type_synthesis_cannot_code_is_refused_before_the_charge() -> None:
+    moments = pd.Series([dt.datetime(2024, 1, 1) + dt.timedelta(hours=7 * i) for i in range(20)])
+    frame = pd.DataFrame({"t": moments.astype("datetime64[ns]"), "x": ["a"] * 20})
     session = dp.Session.from_pandas(frame, budget=dp.ApproxDP(1.0, 1e-6), rng=1)
-    with pytest.raises(dp.InvalidParameter, match="needs public bounds"):
+    assert session.columns["t"] == "TIMESTAMP_NS"
+    with pytest.raises(dp.InvalidParameter, match="TIMESTAMP_NS"):
         session.synthesize(budget=0.5, method="mst")
     assert len(session.history) == 0
 
@@ -497,6 +544,51 @@ def test_a_date_domain_found_on_spark_is_duckdbs(spark: Any) -> None:
     )
     codings = [s.synthesize(**options).codings[0] for s in (on_duckdb, on_spark)]
     assert codings[0] == codings[1] and codings[0].cuts
+
+
+def test_a_timestamp_domain_found_on_spark_is_duckdbs(spark: Any) -> None:
+    """Timestamps' seconds (``epoch``, which the Spark engine computes as DuckDB does,
+    fraction included) and their quantile bins on Spark, a wall-clock column and a
+    zoned one: the same releases as on DuckDB with the same generator, so the same
+    codings, with Spark's session in another time zone than UTC."""
+    rng = np.random.default_rng(7)
+    n = 600
+    start = dt.datetime(2023, 3, 1)
+    times = pd.Series(
+        [start + dt.timedelta(microseconds=int(v)) for v in rng.integers(0, 400 * 86400e6, n)],
+        dtype="datetime64[us]",
+    )
+    frame = pd.DataFrame(
+        {
+            "uid": np.arange(n) // 2,
+            "t": times,
+            "tz": times.sample(frac=1.0, random_state=1).dt.tz_localize("UTC").to_numpy(),
+            "x": rng.choice(["a", "b"], n),
+        }
+    )
+    options: dict[str, Any] = {
+        "budget": 1.0,
+        "method": "mst",
+        "columns": ["t", "tz", "x"],
+        "domains": {"x": ["a", "b"]},
+        "max_rows": 2,
+    }
+    budget = dp.ApproxDP(4.0, 1e-6)
+    on_duckdb = dp.Session.from_pandas(frame, privacy_unit="uid", budget=budget, rng=3)
+    sparked = spark.createDataFrame(frame)
+    # A wall-clock column stays one (Spark reads pandas' naive datetimes as instants).
+    sparked = sparked.withColumn("t", sparked["t"].cast("timestamp_ntz"))
+    on_spark = dp.Session.from_spark(sparked, privacy_unit="uid", budget=budget, rng=3)
+    assert on_spark.columns == on_duckdb.columns
+    zones = on_spark._engine._spark.conf  # dpkit's own Spark session (a newSession())
+    previous = zones.get("spark.sql.session.timeZone")
+    zones.set("spark.sql.session.timeZone", "America/New_York")
+    try:
+        codings = [s.synthesize(**options).codings[:2] for s in (on_duckdb, on_spark)]
+    finally:
+        zones.set("spark.sql.session.timeZone", previous)
+    assert codings[0] == codings[1]
+    assert all(coding.cuts for coding in codings[0])
 
 
 def test_aim_steps_add_up_to_at_most_its_budget_and_anneal() -> None:

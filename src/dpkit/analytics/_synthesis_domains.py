@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from dpkit.analytics._canonical import from_engine, key_category
+from dpkit.analytics._canonical import MICROS_RANGE, from_engine, key_category
 from dpkit.analytics._describe_scales import (
     RANGE_FALLBACK_WINDOWS,
     RANGE_WINDOWS,
@@ -77,12 +77,19 @@ MAX_DISCOVERED = 1_000
 DISCOVERY_SHARE = Fraction(1, 20)
 DISCOVERY_MAX = Fraction(3, 10)
 _NUMERIC = ("integer", "double", "decimal")
-#: Columns given bins (a range, then cut): numbers, and dates as whole days since
-#: 1970-01-01 (their canonical number line, dpkit.analytics._canonical).
-_BINNED = (*_NUMERIC, "date")
+#: Timestamps (without and with time zone), binned on their seconds since 1970.
+_TIMES = ("timestamp", "timestamptz")
+#: Columns given bins (a range, then cut): numbers, dates as whole days since
+#: 1970-01-01 (their canonical number line, dpkit.analytics._canonical) and timestamps
+#: as seconds since 1970 (``epoch``, read as ``dpkit describe`` reads them).
+_BINNED = (*_NUMERIC, "date", *_TIMES)
 #: Days since 1970-01-01 that Python's ``datetime.date`` can hold (years 1 to 9999):
 #: a date range found privately is clamped into them (post-processing).
 _DAY_RANGE = (-719_162.0, 2_932_896.0)
+#: Seconds since 1970 that Python's ``datetime.datetime`` can hold (the same years).
+_SECOND_RANGE = (MICROS_RANGE[0] / 1e6, MICROS_RANGE[1] / 1e6)
+#: Seconds in a day: a timestamp's public year edges are its date edges times this.
+_DAY_SECONDS = 86_400.0
 #: Found ranges of integer-like columns are clamped into +-LIMIT (the codings' rule).
 LIMIT = float(2**53)
 #: Of a numeric column's share, the part that finds its range when its bins are cut at
@@ -104,14 +111,12 @@ def discovery_share(columns: int) -> Fraction:
     return min(DISCOVERY_SHARE * columns, DISCOVERY_MAX) if columns else Fraction(0)
 
 
-@functools.cache
-def _date_edges() -> tuple[float, ...]:
-    """Public bin edges of a date's days: January 1st of each year 1900-2100 (the span
-    ``dpkit describe`` assumes for dates), and beyond it the integer magnitude edges. A
-    power-of-two ladder alone puts 1990-2059 in one bin (days 2^14 to 2^15), so a year
-    of data got a 70-year range, which the quantiles' exponential mechanism cannot
-    narrow at a small budget (most of the grid then has the same utility)."""
-    years = [float((dt.date(y, 1, 1) - dt.date(1970, 1, 1)).days) for y in range(1900, 2101)]
+def _year_edges(scale: float) -> tuple[float, ...]:
+    """January 1st of each year 1900-2100 (the span ``dpkit describe`` assumes for
+    dates) in days since 1970-01-01 times ``scale``, and beyond it the integer
+    magnitude edges: public."""
+    epoch = dt.date(1970, 1, 1)
+    years = [(dt.date(y, 1, 1) - epoch).days * scale for y in range(1900, 2101)]
     outside = _magnitude_edges(True)
     return (
         *(e for e in outside if e < years[0]),
@@ -120,17 +125,34 @@ def _date_edges() -> tuple[float, ...]:
     )
 
 
+@functools.cache
+def _date_edges() -> tuple[float, ...]:
+    """Public bin edges of a date's days (:func:`_year_edges`). A power-of-two ladder
+    alone puts 1990-2059 in one bin (days 2^14 to 2^15), so a year of data got a
+    70-year range, which the quantiles' exponential mechanism cannot narrow at a small
+    budget (most of the grid then has the same utility)."""
+    return _year_edges(1.0)
+
+
+@functools.cache
+def _time_edges() -> tuple[float, ...]:
+    """Public bin edges of a timestamp's seconds since 1970 (:func:`_year_edges`)."""
+    return _year_edges(_DAY_SECONDS)
+
+
 def _bin_edges(category: str) -> list[float]:
     """The range query's public bin edges for a column of ``category``."""
     if category == "date":
         return list(_date_edges())
+    if category in _TIMES:
+        return list(_time_edges())
     return _magnitude_edges(category == "integer")
 
 
-def days_column(name: str, schema: Mapping[str, str]) -> str:
-    """A derived column's name for ``name``'s days since 1970-01-01, not a column of
-    ``schema`` (public: the schema's names only)."""
-    out = f"{name}_days"
+def days_column(name: str, schema: Mapping[str, str], suffix: str = "days") -> str:
+    """A derived column's name for ``name``'s days since 1970-01-01 (or its seconds,
+    ``suffix="seconds"``), not a column of ``schema`` (public: the schema's names only)."""
+    out = f"{name}_{suffix}"
     taken = {c.casefold() for c in schema}
     while out.casefold() in taken:
         out += "_"
@@ -152,6 +174,13 @@ def _query(
         days = days_column(name, schema)
         query = Query().with_column(days, f"date_diff('day', DATE '1970-01-01', {quote(name)})")
         query = query.group_by_bins(days, _bin_edges("date"))
+        query = query.count_distinct() if unit is not None else query.count()
+    elif category in _TIMES:
+        # A timestamp's on its seconds since 1970 (a DOUBLE, with the fraction: DuckDB's
+        # epoch, which the Spark engine computes alike), in public year bins.
+        seconds = days_column(name, schema, "seconds")
+        query = Query().with_column(seconds, f"epoch({quote(name)})")
+        query = query.group_by_bins(seconds, _bin_edges(category))
         query = query.count_distinct() if unit is not None else query.count()
     elif category in _NUMERIC:
         query = Query().group_by_bins(name, _magnitude_edges(category == "integer"))
@@ -182,11 +211,10 @@ def discovery_queries(
     out = {}
     for name in names:
         category = key_category(schema[name])
-        if category is None or category in ("timestamp", "timestamptz"):
+        if category is None:
             raise InvalidParameter(
-                f"{owner}: column {name!r} ({schema[name]}) needs public bounds, e.g. "
-                f"domains={{{name!r}: (datetime(2020, 1, 1), datetime(2025, 1, 1))}}; its "
-                "domain cannot be found privately."
+                f"{owner}: column {name!r} ({schema[name]}) has no domain that can be "
+                "found privately; leave it out with columns=[...]."
             )
         out[name] = _query(name, category, unit, max_rows, delta, schema)
     return out
@@ -194,7 +222,8 @@ def discovery_queries(
 
 def _range(result: Any, name: str, category: str, pure: bool) -> Bins | None:
     """The range of a numeric column (or of a date's days: ``category`` "date", ``name``
-    the days column) from its range query's release, or None when nothing stands out."""
+    the days column; of a timestamp's seconds likewise) from its range query's release,
+    or None when nothing stands out."""
     whole = category in ("integer", "date")
     edges = _bin_edges(category)
     column = f"{name}_bin"
@@ -204,7 +233,7 @@ def _range(result: Any, name: str, category: str, pure: bool) -> Bins | None:
     order = np.argsort(np.asarray(result.columns[column]), kind="stable")
     counts, se = counts[order].astype(np.float64), se[order]
     passes = [list(range(len(counts)))]
-    if not whole:
+    if category in ("double", "decimal"):
         passes.append(integer_bins(edges))
     z = _range_z(pure)
     occupied = _occupied(counts, se, z, passes, RANGE_WINDOWS) or _occupied(
@@ -213,7 +242,12 @@ def _range(result: Any, name: str, category: str, pure: bool) -> Bins | None:
     if not occupied:
         return None
     low, high = edges[occupied[0]], edges[occupied[-1] + 1]
-    if category in ("integer", "decimal", "date"):
+    if category in _TIMES:
+        # Within Python's years 1 to 9999 (post-processing, as a date's days are).
+        low, high = (min(max(v, _SECOND_RANGE[0]), _SECOND_RANGE[1]) for v in (low, high))
+        if not low < high:
+            low, high = (high - 1.0, high) if high > _SECOND_RANGE[0] else (low, low + 1.0)
+    elif category in ("integer", "decimal", "date"):
         # Integer edges: the occupied bins hold the integers low .. high - 1. Bounds
         # of integer-like columns must lie within +-2^53 (dpkit.synth._columns), and a
         # date's within the years 1 to 9999: the found range is clamped there
@@ -327,11 +361,15 @@ def _grid(low: float, high: float, integer: bool, type_name: str) -> tuple[int, 
 
 def _dated(domain: Any, category: str) -> Any:
     """A date column's Bins or Cuts found on its days, with dates for the bounds and
-    edges (as a public date domain is given; post-processing); others unchanged."""
-    if category != "date":
+    edges (as a public date domain is given; post-processing); a timestamp's found on
+    its seconds, with datetimes (to the microsecond); others unchanged."""
+    if category not in ("date", *_TIMES):
         return domain
 
     def day(value: float) -> Any:
+        if category in _TIMES:
+            micros = min(max(round(value * 1e6), MICROS_RANGE[0]), MICROS_RANGE[1])
+            return from_engine(micros, category)
         return from_engine(int(value), "date")
 
     if isinstance(domain, Cuts):
@@ -342,9 +380,11 @@ def _dated(domain: Any, category: str) -> Any:
 
 
 def _shown(bins: Bins, category: str) -> str:
-    """``[low, high]`` of a range found privately, as dates for a date column."""
-    if category == "date":
-        return f"[{from_engine(int(bins.low), 'date')}, {from_engine(int(bins.high), 'date')}]"
+    """``[low, high]`` of a range found privately, as dates for a date column (and
+    datetimes for a timestamp)."""
+    if category in ("date", *_TIMES):
+        found = _dated(bins, category)
+        return f"[{found.low}, {found.high}]"
     return f"[{bins.low:g}, {bins.high:g}]"
 
 
@@ -368,8 +408,9 @@ def _quantile_bins(
         # Few integers: one bin each, no quantiles needed (their share is left over).
         return Bins(low, high, spec.bins, spec.nulls), f"{where}; one bin per integer."
     points, step = _grid(low, high, integer, type_name)
-    # A date's quantiles are of its days (the range query's derived column).
-    column = query.derived[0][0] if key_category(type_name) == "date" else name
+    # A date's quantiles are of its days, a timestamp's of its seconds (the range
+    # query's derived column).
+    column = query.derived[0][0] if category in ("date", *_TIMES) else name
     try:
         quantiles = _quantile_query(query, column, (low, high), spec.bins, points)
         result = session.evaluate(quantiles, budget=share)
@@ -418,8 +459,9 @@ def discover(
         part = range_budget(spec, share) if category in _BINNED else share
         result = session.evaluate(query, budget=part)
         if category in _BINNED:
-            # A date's range is of its days column (the query's derived column).
-            column = query.derived[0][0] if category == "date" else name
+            # A date's range is of its days column, a timestamp's of its seconds (the
+            # query's derived column).
+            column = query.derived[0][0] if category in ("date", *_TIMES) else name
             bins = _range(result, column, category, pure=False)
             if bins is None:
                 # Nothing above the noise: one bin holding every value (all come back as

@@ -32,7 +32,13 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd  # type: ignore[import-untyped]
 
-from dpkit.analytics._canonical import from_engine, key_category, to_engine
+from dpkit.analytics._canonical import (
+    DAYS_RANGE,
+    MICROS_RANGE,
+    from_engine,
+    key_category,
+    to_engine,
+)
 from dpkit.analytics._keys import canonical_keys
 from dpkit.analytics.query import KeySet
 from dpkit.errors import InvalidParameter
@@ -182,9 +188,18 @@ class ColumnCode:
         return np.clip(index, 0, self.bins - 1).astype(np.int64)
 
 
+def _calendar(category: str) -> tuple[int, int]:
+    """The canonical integers of Python's years 1 to 9999: days for a date,
+    microseconds for a timestamp."""
+    return DAYS_RANGE if category == "date" else MICROS_RANGE
+
+
 def _show(x: float, column: ColumnCode) -> str:
     if column.category in ("date", "timestamp", "timestamptz"):
-        return str(from_engine(int(x), column.category))
+        # A bound at the calendar's end is a float, which may round past it
+        # (253402300799999999 us is 2.534023008e17 as a float64): clamped back.
+        low, high = _calendar(column.category)
+        return str(from_engine(min(max(int(x), low), high), column.category))
     return f"{x:g}"
 
 
@@ -225,6 +240,7 @@ def _typed(values: npt.NDArray[Any], column: ColumnCode, null: npt.NDArray[np.bo
     # Dates and timestamps: the canonical number line is days or microseconds.
     unit = "D" if category == "date" else "us"
     whole = values if values.dtype.kind == "i" else np.floor(values).astype(np.int64)
+    whole = np.clip(whole, *_calendar(category))  # a bound's float may round past the end
     series = pd.Series(pd.to_datetime(whole, unit=unit))
     if category == "timestamptz":
         series = series.dt.tz_localize("UTC")
@@ -358,8 +374,9 @@ def _code_of(name: str, type_name: str, spec: object, owner: str) -> ColumnCode:
 def _cuts_code(name: str, type_name: str, category: str, spec: Cuts, owner: str) -> ColumnCode:
     """The coding of bins cut at released edges (checked as public bounds are: finite,
     within +-2^53, strictly increasing inside ``[low, high]``; whole numbers for
-    integer columns; dates for date columns, coded as whole days)."""
-    if category not in ("integer", "double", "decimal", "date"):
+    integer columns; dates for date columns, coded as whole days; datetimes for
+    timestamps, on their microseconds)."""
+    if category not in ("integer", "double", "decimal", "date", "timestamp", "timestamptz"):
         raise InvalidParameter(f"{owner}: column {name!r} ({type_name}) cannot be cut at edges.")
     low = _number(spec.low, category, f"{owner}: the lower bound of {name!r}")
     high = _number(spec.high, category, f"{owner}: the upper bound of {name!r}")
@@ -453,10 +470,10 @@ def plan_columns(
             )
         spec = domains.get(name)
         if isinstance(spec, PrivateBins):
-            if key_category(schema[name]) not in ("integer", "double", "decimal", "date"):
+            if key_category(schema[name]) not in _BINNABLE:
                 raise InvalidParameter(
-                    f"{owner}: PrivateBins applies to integer, floating-point, decimal and "
-                    f"date columns; {name!r} is {schema[name]}."
+                    f"{owner}: PrivateBins applies to integer, floating-point, decimal, "
+                    f"date and timestamp columns; {name!r} is {schema[name]}."
                 )
             spec = "private"
         if isinstance(spec, str) and spec == "private":

@@ -61,7 +61,8 @@ class Bins:
 
 @dataclass(frozen=True, slots=True)
 class PrivateBins:
-    """Bins of a numeric column whose range is found privately, inside the run's charge.
+    """Bins of a numeric, date or timestamp column whose range is found privately, inside
+    the run's charge.
 
     ``edges="quantile"`` cuts the found range at private quantiles of the column (levels
     ``1/bins .. (bins-1)/bins``; a value holding several of them -- a point mass such
