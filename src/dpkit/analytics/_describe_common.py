@@ -17,7 +17,7 @@ from dpkit.accounting.guarantees import ZCDP, Guarantee, PureDP
 from dpkit.analytics._describe_stages import missing_share
 from dpkit.analytics.query import Query
 from dpkit.analytics.session import Session
-from dpkit.errors import InvalidParameter
+from dpkit.errors import BudgetExceeded, DataError, DPError, EngineError, InvalidParameter
 from dpkit.report.model import BudgetShare, ColumnKind, Statistic
 
 #: With a privacy unit: groups (categories, histogram bins) of one query a person counts
@@ -32,6 +32,10 @@ T = TypeVar("T")
 #: together, their rows read in shared scans (issue 34). Each column's decisions are
 #: those of a sequential run: they read that column's releases only.
 Steps = Generator[tuple[Query, Guarantee], Any, T]
+
+#: What the Session raises for a query it refuses before charging it (nothing of that
+#: query spent). SessionLocked -- a failure after a charge -- is not one of them.
+REFUSALS = (InvalidParameter, DataError, BudgetExceeded, EngineError)
 
 
 def fresh_name(stem: str, taken: Iterable[str]) -> str:
@@ -231,12 +235,24 @@ class RunnerBase:
         result = yield (query, budget)
         return result
 
-    def run(self, columns: Mapping[str, Steps[T]]) -> dict[str, T]:
+    def run(
+        self,
+        columns: Mapping[str, Steps[T]],
+        refused: Callable[[str, DPError], T],
+    ) -> dict[str, T]:
         """Run every column's :data:`Steps` to the end, one round at a time: each round
         evaluates the next query of every column not yet done, as one batch
         (:func:`dpkit.analytics._shared_scan.evaluate_many`: the queries are charged
         and released in this order, as if evaluated one by one). The rounds, and so the
         order of the queries, depend on the plan and the releases only.
+
+        A query the Session refuses (before its charge: nothing of it is spent) stops
+        its column only: ``refused(name, error)`` stands for that column's summary, and
+        the other columns go on. Before, one column's refusal in a later stage stopped
+        the whole summary with the earlier stages' budget spent and their releases
+        lost. Which query is refused depends on public information and earlier
+        releases only (the Session's rule for refusals), so the choice of what goes on
+        is post-processing.
 
         A Session whose ``evaluate`` was replaced on the instance (a recorder, a proxy)
         is asked one query at a time through it."""
@@ -254,12 +270,19 @@ class RunnerBase:
             advance(name, steps.__next__)
         while pending:
             names = list(pending)
-            results = self._evaluate_batch([pending[name] for name in names])
-            for name, result in zip(names, results, strict=True):
-                advance(name, lambda: columns[name].send(result))  # noqa: B023
+            answers = self._answers([pending[name] for name in names])
+            for name, answer in zip(names, answers, strict=True):
+                if isinstance(answer, DPError):
+                    columns[name].close()
+                    pending.pop(name)
+                    done[name] = refused(name, answer)
+                else:
+                    advance(name, lambda: columns[name].send(answer))  # noqa: B023
         return done
 
     def _evaluate_batch(self, requests: list[tuple[Query, Guarantee]]) -> list[Any]:
+        """The requests' results as one batch (the rows' stage: a refusal is raised,
+        nothing can be summarised without it)."""
         from dpkit.analytics._shared_scan import evaluate_many
 
         if len(requests) == 1 or "evaluate" in vars(self._session):
@@ -270,6 +293,29 @@ class RunnerBase:
         for result in results:
             self.secure = self.secure and all(r.secure for r in result.releases)
         return results
+
+    def _answers(self, requests: list[tuple[Query, Guarantee]]) -> list[Any]:
+        """Each request's result, or the refusal that stopped it (nothing of that
+        request spent), in order."""
+        from dpkit.analytics._shared_scan import _can_share, evaluate_many
+
+        session = self._session
+        if "evaluate" not in vars(session) and _can_share(session, requests):
+            try:
+                results = evaluate_many(session, requests, confidence=self._confidence)
+            except REFUSALS:
+                pass  # refused whole, nothing spent: each alone below, to find which
+            else:
+                for result in results:
+                    self.secure = self.secure and all(r.secure for r in result.releases)
+                return results
+        answers: list[Any] = []
+        for query, budget in requests:
+            try:
+                answers.append(self._evaluate(query, budget))
+            except REFUSALS as err:
+                answers.append(err)
+        return answers
 
     @property
     def _kept(self) -> str:

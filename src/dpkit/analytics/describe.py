@@ -97,7 +97,7 @@ from dpkit.analytics.engines import NUMBER_TYPES
 from dpkit.analytics.query import Query
 from dpkit.analytics.query import _check_name as check_column_name
 from dpkit.analytics.session import Session
-from dpkit.errors import BudgetExceeded, DataError, InvalidParameter
+from dpkit.errors import BudgetExceeded, DataError, DPError, InvalidParameter
 from dpkit.report.model import (
     CategoryCount,
     ColumnKind,
@@ -434,9 +434,31 @@ def describe(
             steps[name] = runner.categorical(name, top)
         else:
             steps[name] = runner.numeric(name, kind, tell)
-    found = runner.run(steps)
+    kinds = dict(plan.columns)
+    refusals: list[str] = []
+
+    def refused(name: str, error: DPError) -> ColumnSummary:
+        # A query the Session refused before charging it: this column stops, the
+        # others go on (what it spent before is in the summary's total).
+        refusals.append(name)
+        return ColumnSummary(
+            name,
+            kinds[name],
+            notes=(
+                "Not summarised: the Session refused one of its queries before spending "
+                f"it ({error}). What its earlier queries spent is in the total.",
+            ),
+            sql_type=session.columns[name],
+        )
+
+    found = runner.run(steps, refused)
     summaries = [skipped[name][0] if name in skipped else found[name] for name, _ in plan.columns]
     notes.extend(f"{name}: skipped ({reason})" for name, reason in plan.skipped)
+    if refusals:
+        notes.append(
+            f"Not summarised (a query refused before its charge): {', '.join(refusals)}; "
+            "see each column's note."
+        )
     if any(w != 1.0 for w in plan.weights):
         notes.append(_weights_note(plan))
     if plan.max_rows is not None:
