@@ -41,6 +41,7 @@ from dpkit.analytics._synthesis_domains import (
     discover,
     discovery_queries,
     discovery_share,
+    placeholder_domain,
     private_binning,
     range_budget,
 )
@@ -461,8 +462,18 @@ def synthesize(
             return _measure_and_sample(plan, codings, plan.rho, random, run_options, [])
 
     else:
-        # Step 3 first: the whole run is charged once, to a reserve whose filter the
-        # domain queries and the measurements then draw on.
+        # Step 2 with placeholder domains: the statement that reads rows, of the shape
+        # the found domains will give it (the same columns, joins and casts), is bound
+        # before anything is charged, so that a schema it cannot bind on is refused
+        # here (tests/adversarial/test_internal_name_attacks.py).
+        schema = plan.view._schema
+        shaped = [
+            code_of(n, schema[n], placeholder_domain(schema[n]), "synthesize") if c is None else c
+            for c, n in zip(plan.codings, plan.names, strict=True)
+        ]
+        bind_cell_counts(plan.view._engine, plan.spec(shaped))
+        # Step 3: the whole run is charged once, to a reserve whose filter the domain
+        # queries and the measurements then draw on.
         reserve = session._reserve(plan.charge, description)
 
         def run() -> SyntheticData:

@@ -488,6 +488,22 @@ def discover(
     return found, notes
 
 
+def placeholder_domain(type_name: str) -> object:
+    """A public domain of the shape the run will find for a column of ``type_name``
+    (bins for numbers, dates and timestamps; one category otherwise), so that the
+    statement reading the rows can be bound before anything is charged: its columns,
+    joins and casts are those of the found domain's statement (public: the type)."""
+    category = key_category(type_name) or ""
+    if category in _NUMERIC:
+        return Bins(0, 1)
+    if category == "date":
+        return Bins(dt.date(1970, 1, 1), dt.date(1970, 1, 2))
+    if category in _TIMES:
+        zone = dt.UTC if category == "timestamptz" else None
+        return Bins(dt.datetime(1970, 1, 1, tzinfo=zone), dt.datetime(1970, 1, 2, tzinfo=zone))
+    return Categories([_placeholder(category)])
+
+
 def _placeholder(category: str) -> Any:
     """A value standing for 'no category was selected' (every row gets the NULL code)."""
     return {"integer": 0, "double": 0.0, "decimal": 0, "boolean": False}.get(category, "")

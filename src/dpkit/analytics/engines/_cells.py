@@ -57,7 +57,10 @@ def _literal(x: float) -> str:
 
 def _code_sql(engine: Any, column: Any, types: dict[str, str], i: int) -> tuple[str, str | None]:
     """SQL of column ``i``'s code (NULL when the row is dropped) and a CTE of its keys."""
-    canon = engine.canonical_key_sql(engine.q(column.name), types[column.name])
+    # Qualified: the code tables' own columns (__k, __c) are joined in beside the row's,
+    # and a table column of that name would make an unqualified reference ambiguous
+    # (a failure after the charge; tests/adversarial/test_internal_name_attacks.py).
+    canon = engine.canonical_key_sql(f"__src.{engine.q(column.name)}", types[column.name])
     null_code = "NULL" if not column.nulls else str(column.size - 1)
     if column.categorical:
         # A LEFT JOIN on a VALUES table of (canonical key, code): the engine compares.
