@@ -166,12 +166,13 @@ def test_dp_accounting_theorem_27_loses_precision_at_large_noise(
     sigma: float, order: int, factor: float
 ) -> None:
     gamma = 0.3
-    # dp_accounting's forward differences: B(40) = E[(P/Q - 1)^40] > 0 comes out
-    # negative, and its magnitude e^{-13} against the true e^{-60} / e^{-100}.
+    # dp_accounting's forward differences: B(40) = E[(P/Q - 1)^40] comes out with a
+    # magnitude of e^{-12} to e^{-13} against the true e^{-60} / e^{-100}: round-off.
+    # Its sign is round-off too (negative on the machines this was found on, positive
+    # at sigma = 50 on an AMD EPYC), so only the magnitude is asserted.
     cgf = lambda x: x * (x + 1) / (2 * sigma**2)  # noqa: E731
-    log_deltas, signs = rdp_lib._get_forward_diffs(cgf, 64)
+    log_deltas, _signs = rdp_lib._get_forward_diffs(cgf, 64)
     exact, _ = _gaussian_central_moments(sigma, 41)
-    assert not signs[39]
     assert log_deltas[39] > exact[40] + 40
     # Hence their curve is far above Thm 27 (mpmath); dpkit matches Thm 27.
     reference = _thm27_mpmath(gamma, order, sigma)

@@ -546,6 +546,8 @@ def test_a_date_domain_found_on_spark_is_duckdbs(spark: Any) -> None:
     assert codings[0] == codings[1] and codings[0].cuts
 
 
+@pytest.mark.slow  # 30-55 s: Spark runs each statement in seconds. The default run keeps
+# the date's Spark parity (above) and epoch's (tests/engines/test_spark_epoch.py).
 def test_a_timestamp_domain_found_on_spark_is_duckdbs(spark: Any) -> None:
     """Timestamps' seconds (``epoch``, which the Spark engine computes as DuckDB does,
     fraction included) and their quantile bins on Spark, a wall-clock column and a
