@@ -9,6 +9,15 @@
     Tests marked ``@pytest.mark.slow`` (long statistical runs, large audits, Spark)
     are skipped unless this option is given. CI runs the default set, in which each
     slow check has a faithful smaller version; ``pytest --runslow`` runs everything.
+    This includes tests/golden/test_references.py, which recomputes every stored golden
+    reference (below) and requires the stored value bit for bit.
+
+``--refresh-references``
+    Slow exact references (mpmath and nested scipy quadrature) decorated with
+    ``tests._references.golden_reference`` are read from ``tests/golden/references/``.
+    This option computes them live instead and rewrites the files of the modules run
+    (``pytest --refresh-references --runslow -n 0 FILES``; one process only, so two
+    workers never write the same file). See tests/_references.py.
 
 Warnings are errors (``filterwarnings = ["error"]`` in pyproject.toml), except
 :class:`dpkit.errors.InsecureRandomWarning`, which is ignored there because tests
@@ -33,6 +42,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="also run tests marked slow (long statistical runs, large audits)",
     )
+    parser.addoption(
+        "--refresh-references",
+        action="store_true",
+        default=False,
+        help="compute golden references live and rewrite tests/golden/references/ (-n 0)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--refresh-references"):
+        from tests._references import RefreshPlugin
+
+        config.pluginmanager.register(RefreshPlugin(), "golden-references-refresh")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -11,6 +11,10 @@ The checks, each with a power check that a wrong computation fails it:
 - the claims that can be checked against other analyses: allocation is no worse than
   one unsubsampled Gaussian step per epoch, and (the paper's numerical claim, in the
   regimes checked here) no worse than Poisson subsampling at rate 1/t.
+
+The quadrature references (``_exact_t2``, ``_exact_t3``) are read from
+tests/golden/references/ and recomputed, bit for bit, under ``--runslow``
+(tests/_references.py).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import integrate, special
+from tests._references import golden_reference
 
 from dpkit.accounting import (
     GaussianEvent,
@@ -67,38 +72,42 @@ def _put(c: np.ndarray, s: float) -> np.ndarray:
     return np.where(pos, c * special.ndtr(-(d1 - s)) - special.ndtr(-d1), 0.0)
 
 
+@golden_reference
 def _exact_t2(sigma: float, eps: float) -> tuple[float, float]:
     """(remove, add) deltas of 1-out-of-2 allocation by 1-D quadrature, 30 digits."""
-    mpmath.mp.dps = 30
-    s = mpmath.mpf(1) / sigma
-    mu = -s * s / 2
-    g = mpmath.e**eps
+    # Local precision (mpmath.mp.dps = 30 leaked to later tests): a stored value and a
+    # live call must leave the same global state behind.
+    with mpmath.workdps(30):
+        s = mpmath.mpf(1) / sigma
+        mu = -s * s / 2
+        g = mpmath.e**eps
 
-    def call(c: mpmath.mpf) -> mpmath.mpf:
-        if c <= 0:
-            return 1 - c
-        d1 = (-mpmath.log(c) + s * s / 2) / s
-        return mpmath.ncdf(d1) - c * mpmath.ncdf(d1 - s)
+        def call(c: mpmath.mpf) -> mpmath.mpf:
+            if c <= 0:
+                return 1 - c
+            d1 = (-mpmath.log(c) + s * s / 2) / s
+            return mpmath.ncdf(d1) - c * mpmath.ncdf(d1 - s)
 
-    def put(c: mpmath.mpf) -> mpmath.mpf:
-        if c <= 0:
-            return mpmath.mpf(0)
-        d1 = (-mpmath.log(c) + s * s / 2) / s
-        return c * mpmath.ncdf(-(d1 - s)) - mpmath.ncdf(-d1)
+        def put(c: mpmath.mpf) -> mpmath.mpf:
+            if c <= 0:
+                return mpmath.mpf(0)
+            d1 = (-mpmath.log(c) + s * s / 2) / s
+            return c * mpmath.ncdf(-(d1 - s)) - mpmath.ncdf(-d1)
 
-    def dens(y: mpmath.mpf) -> mpmath.mpf:
-        return mpmath.npdf(y, mu, s)
+        def dens(y: mpmath.mpf) -> mpmath.mpf:
+            return mpmath.npdf(y, mu, s)
 
-    ends = [mu - 14 * s, mu + 14 * s]
-    rem = mpmath.quad(
-        lambda y: dens(y) * call(2 * g - mpmath.e**y), sorted([*ends, mpmath.log(2 * g)])
-    )
-    add = mpmath.quad(
-        lambda y: dens(y) * put(2 / g - mpmath.e**y), sorted([*ends, mpmath.log(2 / g)])
-    )
-    return float(rem / 2), float(g / 2 * add)
+        ends = [mu - 14 * s, mu + 14 * s]
+        rem = mpmath.quad(
+            lambda y: dens(y) * call(2 * g - mpmath.e**y), sorted([*ends, mpmath.log(2 * g)])
+        )
+        add = mpmath.quad(
+            lambda y: dens(y) * put(2 / g - mpmath.e**y), sorted([*ends, mpmath.log(2 / g)])
+        )
+        return float(rem / 2), float(g / 2 * add)
 
 
+@golden_reference
 def _exact_t3(sigma: float, eps: float) -> tuple[float, float]:
     """(remove, add) deltas of 1-out-of-3 allocation: nested adaptive quadrature in log Z.
 

@@ -15,6 +15,10 @@
 
 Each test is an attack; the docstring says what it tries. Attacks the code resists are
 regression tests; attacks that succeed are ``xfail(strict=True)`` with the reason.
+
+The slow exact references (``_pair_renyi``, ``_mixture_renyi``, ``_log_b``) are read from
+tests/golden/references/ and recomputed, bit for bit, under ``--runslow``
+(tests/_references.py).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from fractions import Fraction
 import mpmath
 import numpy as np
 import pytest
+from tests._references import golden_reference
 
 from dpkit.accounting import (
     ComposedEvent,
@@ -49,6 +54,7 @@ from dpkit.errors import DPError
 # --------------------------------------------------------------------------- helpers
 
 
+@golden_reference
 def _pair_renyi(alpha: float, sigma: float, gamma: float, a: float, b: float) -> mpmath.mpf:
     """``D_alpha(P || Q)`` for ``P = (1-g) N(0, s^2) + g N(a, s^2)``, ``Q`` the same with ``b``.
 
@@ -94,6 +100,7 @@ def _wor_curve(sigma: float, m: int, n: int, orders: tuple[float, ...]) -> tuple
     return RDPAccountant(orders).compose(event).guarantee.epsilons
 
 
+@golden_reference
 def _log_b(sigma: float, k: int) -> mpmath.mpf:
     """log B(k), B(k) = sum_i C(k, i) (-1)^(k-i) e^(i (i-1) / (2 sigma^2)), enough digits."""
     c = 1.0 / (2.0 * sigma * sigma)
@@ -744,6 +751,7 @@ def test_bad_inputs_are_dpkit_errors() -> None:
 # ------------------------------------------------------ more: pairs, scans, the CLI
 
 
+@golden_reference
 def _mixture_renyi(alpha: float, sigma: float, wp: float, wq: float) -> mpmath.mpf:
     """D_alpha((1-wp) N(0) + wp N(1) || (1-wq) N(0) + wq N(1)), sd sigma, 40 digits."""
     with mpmath.workdps(40):

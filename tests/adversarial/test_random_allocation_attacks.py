@@ -8,6 +8,10 @@ mass 0 that erased every other event of the ledger (epsilon 0); a tiny ``sigma``
 a bare OverflowError; the CLI rounded 1/q to the optimistic side; very large ``sigma``
 was looser than one Gaussian step (now the accountant takes one Gaussian step where it
 is smaller, or where the law is unusable).
+
+The quadrature references (``exact_t2``, ``exact_2of3``) are read from
+tests/golden/references/ and recomputed, bit for bit, under ``--runslow``
+(tests/_references.py).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import mpmath
 import numpy as np
 import pytest
 from scipy import integrate, special
+from tests._references import golden_reference
 
 from dpkit.accounting import (
     GaussianEvent,
@@ -50,35 +55,38 @@ def gauss_delta(sigma: float, eps: float) -> float:
     )
 
 
+@golden_reference
 def exact_t2(sigma: float, eps: float) -> tuple[float, float]:
     """1-of-2 allocation (remove, add) by mpmath quadrature over y = N(0,1) of Z_1."""
-    mpmath.mp.dps = 30
-    s = mpmath.mpf(1) / sigma
-    g = mpmath.e ** mpmath.mpf(eps)
+    # Local precision (mpmath.mp.dps = 30 leaked to later tests): a stored value and a
+    # live call must leave the same global state behind.
+    with mpmath.workdps(30):
+        s = mpmath.mpf(1) / sigma
+        g = mpmath.e ** mpmath.mpf(eps)
 
-    def z(x):  # Z = exp(s x - s^2/2), x ~ N(0,1)
-        return mpmath.e ** (s * x - s * s / 2)
+        def z(x):  # Z = exp(s x - s^2/2), x ~ N(0,1)
+            return mpmath.e ** (s * x - s * s / 2)
 
-    def call(c):
-        if c <= 0:
-            return 1 - c
-        d1 = (-mpmath.log(c) + s * s / 2) / s
-        return mpmath.ncdf(d1) - c * mpmath.ncdf(d1 - s)
+        def call(c):
+            if c <= 0:
+                return 1 - c
+            d1 = (-mpmath.log(c) + s * s / 2) / s
+            return mpmath.ncdf(d1) - c * mpmath.ncdf(d1 - s)
 
-    def put(c):
-        if c <= 0:
-            return mpmath.mpf(0)
-        d1 = (-mpmath.log(c) + s * s / 2) / s
-        return c * mpmath.ncdf(-(d1 - s)) - mpmath.ncdf(-d1)
+        def put(c):
+            if c <= 0:
+                return mpmath.mpf(0)
+            d1 = (-mpmath.log(c) + s * s / 2) / s
+            return c * mpmath.ncdf(-(d1 - s)) - mpmath.ncdf(-d1)
 
-    def kink(c):  # x where z(x) = c
-        return (mpmath.log(c) + s * s / 2) / s
+        def kink(c):  # x where z(x) = c
+            return (mpmath.log(c) + s * s / 2) / s
 
-    pts_r = sorted({-40, kink(2 * g), 40}) if -40 < kink(2 * g) < 40 else [-40, 40]
-    pts_a = sorted({-40, kink(2 / g), 40}) if -40 < kink(2 / g) < 40 else [-40, 40]
-    rem = mpmath.quad(lambda x: mpmath.npdf(x) * call(2 * g - z(x)), pts_r) / 2
-    add = g / 2 * mpmath.quad(lambda x: mpmath.npdf(x) * put(2 / g - z(x)), pts_a)
-    return float(rem), float(add)
+        pts_r = sorted({-40, kink(2 * g), 40}) if -40 < kink(2 * g) < 40 else [-40, 40]
+        pts_a = sorted({-40, kink(2 / g), 40}) if -40 < kink(2 / g) < 40 else [-40, 40]
+        rem = mpmath.quad(lambda x: mpmath.npdf(x) * call(2 * g - z(x)), pts_r) / 2
+        add = g / 2 * mpmath.quad(lambda x: mpmath.npdf(x) * put(2 / g - z(x)), pts_a)
+        return float(rem), float(add)
 
 
 def _call(c: float, s: float) -> float:
@@ -95,6 +103,7 @@ def _put(c: float, s: float) -> float:
     return float(c * special.ndtr(-(d1 - s)) - special.ndtr(-d1))
 
 
+@golden_reference
 def exact_2of3(sigma: float, eps: float) -> tuple[float, float]:
     """k = 2 of t = 3: E_Q[(e_2(Z)/3 - g)_+], E_Q[(1 - g e_2(Z)/3)_+] (2-D quad, x ~ N(0,1))."""
     s = 1.0 / sigma

@@ -19,6 +19,7 @@ import pytest
 
 import dpkit as dp
 from dpkit.analytics import KeySet, Query
+from dpkit.analytics._describe_scales import _magnitude_edges
 from dpkit.analytics.engines.duckdb import DuckDBEngine
 from dpkit.analytics.engines.spark import SparkEngine
 
@@ -87,6 +88,13 @@ QUERIES: dict[str, Query] = {
     .bound(max_groups=2, max_rows=5)
     .count()
     .median("rating", bounds=(0.0, 6.0)),
+    # describe's power-of-two bins: the arithmetic index (SqlEngine._ladder_index) and
+    # every bin as a key (no IN list; the keys' table as a range).
+    "magnitude bins": Query()
+    .group_by_bins("income", _magnitude_edges())
+    .bound(max_groups=2, max_rows=5)
+    .count()
+    .sum("rating", bounds=(0.0, 5.0)),
     "two key columns": Query()
     .group_by("region", "flag", keys=REGIONS * KeySet.from_values(flag=[True, False]))
     .bound(max_groups=3, max_rows=2)

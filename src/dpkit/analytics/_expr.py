@@ -59,6 +59,7 @@ from dpkit.analytics._row_cost import (
     MAX_TOTAL_LITERAL_CHARS,
     RowCost,
     check_query_cost,
+    parsed_expression,
     pattern_states,
     row_cost,
 )
@@ -246,11 +247,10 @@ MAX_EXPANDED_SIZE = 20_000
 def expanded_size(expression: str, sizes: dict[str, int]) -> int:
     """Nodes of ``expression`` with each derived column it names counted at its own
     expanded size (``sizes``: derived column -> expanded size)."""
-    import sqlglot
     from sqlglot import exp
 
     total = 0
-    for node in sqlglot.parse_one(expression, read="duckdb").walk():
+    for node in parsed_expression(expression).walk():
         total += sizes.get(node.name, 1) if isinstance(node, exp.Column) else 1
     return total
 

@@ -662,6 +662,12 @@ class SparkEngine(SqlEngine):
     def element(self, array: str, index: str) -> str:
         return f"element_at({array}, CAST({index} AS INT))"
 
+    def constant_double_array(self, values: Sequence[float]) -> str:
+        return self.double_array(values)[0]  # literals already, no parameters
+
+    def integer_range(self, count: int) -> str:
+        return f"SELECT id FROM range(0, {int(count)})"
+
     def pair(self, first: str, second: str) -> str:
         return f"struct({first}, {second})"
 
