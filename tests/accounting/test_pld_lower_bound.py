@@ -351,3 +351,29 @@ def test_accountant_method() -> None:
         accountant.compose(LaplaceEvent(1.0)).get_epsilon_interval(1e-5)
     with pytest.raises(InvalidParameter):
         accountant.get_epsilon_interval(0.0)
+
+
+def test_remembered_profiles_give_the_values_of_a_fresh_computation() -> None:
+    """The last two compositions' profiles are remembered (an interval, epsilon at
+    several deltas): the values are those of a fresh computation, whichever way the
+    event is written, and the shared arrays cannot be changed by a caller."""
+    import numpy as np
+
+    from dpkit.accounting import _pld_lower
+
+    sampled = PoissonSampledEvent(GaussianEvent(1.0), 0.05)
+    ways = [
+        RepeatedEvent(sampled, 20),
+        ComposedEvent((RepeatedEvent(sampled, 5), RepeatedEvent(sampled, 15))),
+    ]
+    other = RepeatedEvent(GaussianEvent(3.0), 7)
+    _pld_lower._composed_profiles.cache_clear()
+    fresh = [epsilon_lower_bound(ways[0], 1e-6), delta_lower_bound(ways[0], 1.0)]
+    for event in (*ways, other, GaussianEvent(2.0), ways[1]):
+        epsilon_lower_bound(event, 1e-5)
+    assert [epsilon_lower_bound(ways[1], 1e-6), delta_lower_bound(ways[1], 1.0)] == fresh
+    profiles = _pld_lower._profiles(ways[0], 3e-5, 1e-15, "test")
+    masses = profiles[0].parts[0].masses
+    assert isinstance(masses, np.ndarray) and not masses.flags.writeable
+    with pytest.raises(ValueError):
+        masses[0] = 1.0

@@ -240,6 +240,49 @@ def test_shared_statements_are_bound_before_the_charge(monkeypatch: pytest.Monke
     assert list(s.history) == []
 
 
+def test_every_statement_that_reads_rows_was_bound_before_the_first_charge(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The batch binds what it will run -- its shared statements and the own statements
+    of the plans and jobs that share none (a grouped count, a histogram beside a plan
+    that cannot share) -- and nothing else; no statement reads a row before all are
+    bound, and each one that reads rows was bound first."""
+    s = session(frame())
+    engine: Any = s._engine
+    bound: list[str] = []
+    read: list[str] = []
+    charged: list[int] = []
+    bind, execute, spend = engine._bind, engine._execute, s._ledger.spend
+
+    def recording_bind(sql: str, params: Any) -> None:
+        bound.append(sql)
+        bind(sql, params)
+
+    def recording_execute(sql: str, params: Any = (), **kw: Any) -> Any:
+        if kw.get("reads_rows", True) and not sql.startswith(("EXPLAIN", "DESCRIBE")):
+            assert charged, "a statement read rows before the charge"
+            read.append(sql)
+        return execute(sql, params, **kw)
+
+    def recording_spend(*args: Any, **kw: Any) -> Any:
+        charged.append(len(bound))
+        return spend(*args, **kw)
+
+    monkeypatch.setattr(engine, "_bind", recording_bind)
+    monkeypatch.setattr(engine, "_execute", recording_execute)
+    monkeypatch.setattr(s._ledger, "spend", recording_spend)
+    grouped = (
+        Query()
+        .bound(max_rows=2, max_groups=2)
+        .group_by("k", keys=dp.analytics.KeySet.from_values(k=[0, 1, 2, 3, 4]))
+        .count()
+    )
+    requests = [(q, dp.ZCDP(0.05)) for q in [*SUMS[:3], grouped, *ORDERS[:3]]]
+    evaluate_many(s, requests)
+    assert charged and all(n == len(bound) for n in charged)  # every bind came first
+    assert read and set(read) == set(bound)  # the bound statements are the ones run
+
+
 def test_a_failure_after_the_charge_fails_closed(monkeypatch: pytest.MonkeyPatch) -> None:
     s = session(frame())
 

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
 
 from dpkit import _validation as check
 from dpkit.accounting._math.pld.discretize import TooManyBuckets
@@ -123,8 +126,29 @@ def _profiles(
         rate = _gaussian_rate(leaf)
         assert rate is not None  # checked above
         counts[rate] = counts.get(rate, 0) + count
+    try:
+        return _composed_profiles(tuple(sorted(counts.items())), h, tau)
+    except TooManyBuckets:
+        raise InvalidParameter(
+            f"{owner} cannot represent {event!r} on a grid of width {h!r}: the privacy loss "
+            "range needs too many grid points. Use a larger discretization."
+        ) from None
+
+
+@lru_cache(maxsize=2)
+def _composed_profiles(
+    counts: tuple[tuple[tuple[float, float], int], ...], h: float, tau: float
+) -> tuple[LowerProfile, ...]:
+    """The profiles of ``count`` copies of each ``(noise multiplier, rate)`` leaf.
+
+    A pure function of public parameters, remembered for the last two compositions: an
+    interval, or epsilon at several deltas, asks for the same profiles again (each is
+    ~20-30 MB at the default grid, hence only two). Their arrays are made read-only,
+    since the remembered objects are shared between calls.
+    """
     # Gaussian leaves (q = 1) are symmetric: one PLD serves both orderings.
-    directions = ("remove",) if all(q == 1.0 for _, q in counts) else ("remove", "add")
+    symmetric = all(q == 1.0 for (_sigma, q), _count in counts)
+    directions = ("remove",) if symmetric else ("remove", "add")
     cache: dict[tuple[float, float, str], tuple[LossPmf, float]] = {}
 
     def masses(sigma: float, q: float, direction: str) -> tuple[LossPmf, float]:
@@ -133,20 +157,19 @@ def _profiles(
             cache[key] = lower_masses(sampled_cdfs(GaussianNoise(sigma), q, key[2]), h, tau)
         return cache[key]
 
-    try:
-        profiles = []
-        for direction in directions:
-            factors = []
-            for (sigma, q), count in counts.items():
-                pmf, bias = masses(sigma, q, direction)
-                factors.append((pmf, bias, count))
-            profiles.append(lower_product(factors, tau))
-        return tuple(profiles)
-    except TooManyBuckets:
-        raise InvalidParameter(
-            f"{owner} cannot represent {event!r} on a grid of width {h!r}: the privacy loss "
-            "range needs too many grid points. Use a larger discretization."
-        ) from None
+    profiles = []
+    for direction in directions:
+        factors = []
+        for (sigma, q), count in counts:
+            pmf, bias = masses(sigma, q, direction)
+            factors.append((pmf, bias, count))
+        profiles.append(lower_product(factors, tau))
+    for profile in profiles:
+        for part in profile.parts:
+            for value in vars(part).values():
+                if isinstance(value, np.ndarray):
+                    value.setflags(write=False)
+    return tuple(profiles)
 
 
 def epsilon_lower_bound(

@@ -40,7 +40,7 @@ from dpkit.analytics.engines import is_numeric, quote
 from dpkit.analytics.query import Aggregation, KeySet, Query, TableKeys
 from dpkit.errors import DataError, InternalError, InvalidParameter
 
-__all__ = ["CompiledQuery", "StatisticSpec", "compile_query"]
+__all__ = ["CompiledQuery", "StatisticSpec", "compile_query", "stages_private_bounds"]
 
 #: Grid points of the private-bounds quantiles: resolution (hi - lo) / 10^4 of the search
 #: range, for ln(10001) ~ 9.2 in the rank radius (1001 points: 6.9).
@@ -330,6 +330,13 @@ def salt_from(random_bytes: bytes) -> int:
     return int.from_bytes(hashlib.sha256(random_bytes).digest()[:7], "big")
 
 
+def stages_private_bounds(query: Query) -> bool:
+    """Whether :func:`compile_query` gives ``query`` ``bound_orders``: an aggregation
+    with ``bounds="private"`` other than an order statistic, whose clamping bounds are
+    released first (``Session._release_staged``). The query's shape only."""
+    return any(a.private is not None and a.kind not in ORDER_KINDS for a in query.aggregations)
+
+
 def compile_query(
     query: Query,
     *,
@@ -544,6 +551,7 @@ def compile_query(
         max_total_rows=max_total_rows,
     )
     bounds_plan = None
+    assert bool(bound_orders) == stages_private_bounds(query)
     if bound_orders:
         bounds_plan = Plan(
             filters=plan.filters,

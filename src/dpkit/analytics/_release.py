@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import math
 import warnings
 from dataclasses import dataclass, field
@@ -34,8 +35,10 @@ __all__ = [
 Key = tuple[Any, ...]
 
 
+@functools.lru_cache(maxsize=256)
 def _normal_quantile(confidence: float) -> float:
-    # Two-sided standard normal quantile by bisection on erfc (no SciPy import).
+    # Two-sided standard normal quantile by bisection on erfc (no SciPy import); a
+    # pure function of the public confidence, memoised (every release computes it).
     alpha = 1.0 - confidence
     low, high = 0.0, 40.0
     for _ in range(100):

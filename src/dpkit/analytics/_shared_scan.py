@@ -12,11 +12,12 @@ It is the sequential run, step for step, with the engine's work merged:
    ``spawn``), its compilation at its budget against what the requests before it will
    have spent (the amount ``Session.evaluate`` would have computed after charging
    them), the filter's rule applied to the running total (a batch that would overspend
-   is refused whole, before anything is charged), its statements bound and its
-   mechanisms rehearsed on data-free inputs;
-2. the shared statements bound (``EXPLAIN``; no row read) -- every statement that will
-   read rows is bound before the first charge, so a failure that the queries' shape
-   can cause is reported with nothing spent;
+   is refused whole, before anything is charged), and its mechanisms rehearsed on
+   data-free inputs;
+2. every statement the batch will run bound (``EXPLAIN``; no row read): the shared
+   statements, and the own statements of the plans that share none -- every statement
+   that will read rows is bound before the first charge, so a failure that the
+   queries' shape can cause is reported with nothing spent;
 3. every request charged to the ledger, in order, with the description
    ``Session.evaluate`` writes (a refusal of any but the first -- possible only when
    another process spends on the same ledger in between -- fails closed, as does any
@@ -47,7 +48,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from dpkit.analytics._accounting import selection_threshold
-from dpkit.analytics._compile import CompiledQuery, salt_from
+from dpkit.analytics._compile import CompiledQuery, salt_from, stages_private_bounds
 from dpkit.analytics._fail_closed import run_after_charge
 from dpkit.analytics._release import QueryResult, rehearse, release
 from dpkit.analytics.engines import _batch
@@ -90,7 +91,6 @@ def evaluate_many(
         # The filter's rule on the running total: refuses (BudgetExceeded, nothing
         # spent) a batch whose requests would not all fit, as the ledger would.
         spent = session._kind.rule.after(spent, compiled.charge)
-        session._engine.prepare(compiled.plan, compiled.orders)
         rehearse(compiled, confidence, random.spawn(1)[0])
         description = json.dumps({"query": repr(query)[:2000], "budget": repr(budget)})
         prepared.append((query, compiled, threshold, random, description))
@@ -137,11 +137,11 @@ def _can_share(session: Session, requests: Sequence[tuple[Query, object]]) -> bo
     information only: the queries' shapes, the engine's class)."""
     if len(requests) < 2 or not isinstance(session._engine, SqlEngine):
         return False
-    for query, budget in requests:
+    for query, _budget in requests:
         view, _ = session._view_for(query, 0)
         if view is not session:
             return False  # a joined or per-person view: its own engine per query
-        if session._compile(query, budget, 0).bound_orders:
+        if stages_private_bounds(query):
             return False  # private clamping bounds: released in stages
     return True
 

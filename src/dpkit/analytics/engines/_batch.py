@@ -377,10 +377,23 @@ def histograms_many(
 def prepare_many(
     engine: SqlEngine, plans: Sequence[Plan], jobs: Sequence[tuple[Plan, OrderSpec]]
 ) -> None:
-    """Bind the shared statements :func:`aggregate_many` and :func:`histograms_many`
-    will run (no row read); raise EngineError if one does not bind."""
-    for chunk in _chunks(share_aggregates(plans), plans, MAX_SHARED_SUMS):
+    """Bind every statement :func:`aggregate_many` and :func:`histograms_many` will
+    run -- the shared ones and those of the plans and jobs that run alone -- without
+    reading a row; raise EngineError if one does not bind. (A plan's own statement is
+    not bound where a shared one computes its integers: it never runs.)"""
+    shared = share_aggregates(plans)
+    for chunk in _chunks(shared, plans, MAX_SHARED_SUMS):
         engine._bind(*aggregate_sql(engine, [plans[i] for i in chunk]))
+    for i in _alone(shared, len(plans)):
+        engine._bind(*engine.compile(plans[i]))
     orders = share_orders(jobs) if engine.shares_histograms else []
     for chunk in _chunks(orders, [plan for plan, _ in jobs], None):
         engine._bind(*histograms_sql(engine, [jobs[i] for i in chunk]))
+    for i in _alone(orders, len(jobs)):
+        engine._bind(*engine.histogram_sql(*jobs[i]))
+
+
+def _alone(shared: list[int], count: int) -> list[int]:
+    """The indices below ``count`` that no shared statement computes."""
+    taken = set(shared)
+    return [i for i in range(count) if i not in taken]
