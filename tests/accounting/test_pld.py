@@ -316,3 +316,42 @@ def test_threshold_spread_bounds_the_exact_measure(q: float, noise_name: str) ->
         mix = exact1 if q == 1.0 else (1 - mpmath.mpf(q)) * exact0 + q * exact1
         assert wn >= exact0
         assert wm >= mix
+
+
+def test_shared_leaves_give_a_fresh_accountants_values_and_stay_within_their_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Accountants share leaf PLDs (dpkit.accounting.pld._LeafCache): a composition
+    gives the same epsilon and delta with the leaves remembered as computed afresh, a
+    different grid, tail or relation is a different leaf, and the cache never holds
+    more bytes than its limit (the oldest leaves go first)."""
+    from dpkit.accounting import pld as pld_module
+
+    events = [
+        GaussianEvent(1.3),
+        PoissonSampledEvent(GaussianEvent(0.9), 0.02),
+        LaplaceEvent(2.0),
+    ]
+
+    def composed(**options: object) -> tuple[float, float]:
+        accountant = PLDAccountant(**options)  # type: ignore[arg-type]
+        for k, event in enumerate(events):
+            accountant = accountant.compose(event, count=3 + k)
+        return accountant.get_epsilon(1e-6), accountant.get_delta(1.0)
+
+    monkeypatch.setattr(pld_module, "_LEAVES", pld_module._LeafCache(2**40))
+    first = composed()
+    remembered = composed()
+    assert remembered == first
+    monkeypatch.setattr(pld_module, "_LEAVES", pld_module._LeafCache(0))  # nothing kept
+    assert composed() == first
+    assert composed(discretization=2e-4) != first  # another grid: not the same leaves
+
+    small = pld_module._LeafCache(3 * 2**20)
+    monkeypatch.setattr(pld_module, "_LEAVES", small)
+    for sigma in (0.7, 0.8, 0.9, 1.0, 1.1, 1.2):
+        composed_one = PLDAccountant().compose(GaussianEvent(sigma))
+        assert composed_one.get_epsilon(1e-6) > 0
+        assert small._bytes <= 3 * 2**20
+    assert small._entries  # some were kept, the oldest dropped
+    assert (GaussianEvent, GaussianEvent(0.7), 1e-4, 1e-15, "add_remove") not in small._entries
