@@ -282,6 +282,24 @@ class SqlEngine:
     def schema(self, derived: Sequence[tuple[str, str]] = ()) -> dict[str, str]:
         raise NotImplementedError
 
+    def _remember_schema(
+        self, derived: tuple[tuple[str, str], ...], columns: Sequence[tuple[str, str]]
+    ) -> dict[str, str]:
+        """Cache the schema of the relation with ``derived`` -- ``columns``, the
+        ``(name, type)`` pairs the engine describes, in order -- and of each prefix of
+        ``derived``; return the first. A derived column sees only the columns before
+        it, and the engine lists the relation's columns then the derived ones in order,
+        so a prefix's schema is the first columns of the longer one (as a statement of
+        that prefix would describe them). The compiler asks for the derived columns with
+        the filters, then without them: one ``DESCRIBE`` answers both."""
+        cache: dict[tuple[tuple[str, str], ...], dict[str, str]] = self._schema_cache  # type: ignore[attr-defined]
+        cache[derived] = dict(columns)
+        tail = [name for name, _ in columns[len(columns) - len(derived) :]]
+        if len(columns) >= len(derived) and tail == [name for name, _ in derived]:
+            for k in range(len(derived)):
+                cache.setdefault(derived[:k], dict(columns[: len(columns) - len(derived) + k]))
+        return cache[derived]
+
     # ------------------------------------------------------------------ helpers
     def _hash(self, salt: int) -> KeyedHash:
         return KeyedHash(salt, self.hash_dialect())

@@ -94,5 +94,5 @@ class DuckDBEngine(SqlEngine):
         if key not in self._schema_cache:
             sql, params = self._source(derived)
             rows = self._execute(f"DESCRIBE {sql}", params, reads_rows=False)
-            self._schema_cache[key] = {str(r[0]): str(r[1]) for r in rows}
+            self._remember_schema(key, [(str(r[0]), str(r[1])) for r in rows])
         return dict(self._schema_cache[key])

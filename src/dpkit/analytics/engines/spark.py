@@ -800,9 +800,9 @@ class SparkEngine(SqlEngine):
                 fields = self._dataframe(sql, params).schema.fields
             except Exception as err:
                 raise EngineError(f"Spark cannot run the query: {_first_line(err)}") from None
-            self._schema_cache[key] = {
-                f.name: spark_type(f.dataType.simpleString()) for f in fields
-            }
+            self._remember_schema(
+                key, [(f.name, spark_type(f.dataType.simpleString())) for f in fields]
+            )
         return dict(self._schema_cache[key])
 
     def close(self) -> None:
