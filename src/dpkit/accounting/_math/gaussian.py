@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from functools import lru_cache
 
 import numpy as np
 import numpy.typing as npt
@@ -220,12 +221,20 @@ def gaussian_sigma_analytic(epsilon: float, delta: float, sensitivity: float = 1
         sigma, rounded up. Accuracy: each coordinate of the release has standard
         deviation sigma.
     """
-    from scipy import optimize  # deferred: SciPy is slow to import
-
     owner = "gaussian_sigma_analytic"
     epsilon = check_epsilon(epsilon, owner)
     delta = check_delta(delta, owner, allow_zero=False)
     sensitivity = check_positive(sensitivity, "sensitivity", owner)
+    return _sigma_analytic(epsilon, delta, sensitivity)
+
+
+@lru_cache(maxsize=1024)
+def _sigma_analytic(epsilon: float, delta: float, sensitivity: float) -> float:
+    """:func:`gaussian_sigma_analytic` on checked floats: a pure function of public
+    parameters, remembered (model fitting and tuning calibrate the same few settings
+    again and again; each is a root search)."""
+    from scipy import optimize  # deferred: SciPy is slow to import
+
     target = math.log(delta)
     margin = math.log1p(_REL_ERR)
 
