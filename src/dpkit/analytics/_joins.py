@@ -296,24 +296,33 @@ class _Builder:
         # The columns by name (never *): a table column may not shadow dpkit's own
         # (names starting with __dpkit are refused at creation, _catalog).
         per_keys = "".join(f", {p} AS __dpkit_tk{i}" for i, p in enumerate(per))
-        counted = (
-            f"SELECT *, count(*) OVER (PARTITION BY {partition}) AS __dpkit_tn FROM (SELECT "
-            f"{selected}, {keyed.linear(parts)} AS __dpkit_hl, {unit_sql} AS __dpkit_tu"
-            f"{per_keys} FROM ({source}) AS __t WHERE {' AND '.join(conditions)}) AS __h"
+        hashed = (
+            f"SELECT {selected}, {keyed.linear(parts)} AS __dpkit_hl, {unit_sql} AS __dpkit_tu"
+            f"{per_keys} FROM ({source}) AS __t WHERE {' AND '.join(conditions)}"
         )
         # A person's rows of one key value that are at most ``cap`` are all kept, as
         # the ranking would keep them (their ranks are 1..n <= cap): only the others are
         # ranked. The same rows as ranking every row, without sorting the rows of the
         # persons within the cap (TPC-H's orders, one row per order: no sort at all).
-        # Measured on TPC-H SF 1 orders: 0.12 s against 0.49 s for the ranking of all
-        # rows (benchmarks/results/tpch_sql.md).
-        sql = (
-            f"SELECT {selected} FROM ({counted}) AS __c WHERE __dpkit_tn <= {int(cap)} "
-            f"UNION ALL SELECT {selected} FROM (SELECT * FROM ({counted}) AS __c WHERE "
-            f"__dpkit_tn > {int(cap)}) AS __o QUALIFY row_number() OVER (PARTITION BY "
-            f"{partition} ORDER BY {ranked}) <= {int(cap)}"
+        # The (person, key) values with more than ``cap`` rows are found by one GROUP BY
+        # (the same groups as a window partitioned by them: the keys are canonical, and
+        # NULL matches NULL in the joins below as in a partition); the rows of the
+        # others pass an anti join with that set, usually empty, and only the rows of
+        # the values in it are ranked. Measured on TPC-H SF 1 orders: 0.19 s, against
+        # 0.36 s for a window count over every row and 0.49 s for ranking every row.
+        over = (
+            f"SELECT {partition} FROM ({hashed}) AS __h GROUP BY {partition} "
+            f"HAVING count(*) > {int(cap)}"
         )
-        return sql, [*params, *params]
+        on = " AND ".join(f"__h.{k} IS NOT DISTINCT FROM __x.{k}" for k in keys)
+        engine = self.engine
+        sql = (
+            f"SELECT {selected} FROM ({hashed}) AS __h {engine.anti_join} ({over}) AS __x "
+            f"ON {on} UNION ALL SELECT {selected} FROM (SELECT __h.* FROM ({hashed}) AS __h "
+            f"{engine.semi_join} ({over}) AS __x ON {on}) AS __o QUALIFY row_number() OVER "
+            f"(PARTITION BY {partition} ORDER BY {ranked}) <= {int(cap)}"
+        )
+        return sql, [*params, *params, *params, *params]
 
     @staticmethod
     def _order_keys(x: str, canonical: str, type_name: str) -> list[str]:

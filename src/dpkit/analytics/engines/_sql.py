@@ -162,6 +162,8 @@ class SqlEngine:
     wide = "HUGEINT"
     #: A semi join (rows of the left side with a match on the right).
     semi_join = "SEMI JOIN"
+    #: An anti join (rows of the left side with no match on the right).
+    anti_join = "ANTI JOIN"
     #: The table function expanding a list into rows, in a SELECT list.
     explode = "unnest"
     #: Largest ``n`` of ``min_by(x, key, n)`` (DuckDB takes n below 10^6).
