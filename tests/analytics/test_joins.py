@@ -460,3 +460,58 @@ def test_joined_rows_take_bins_order_statistics_and_private_bounds() -> None:
     released = session.evaluate(selected, budget=0.2).dataframe
     assert set(released["region"]) <= {"n", "s", "e", "w", "c", "c2"}
     assert len(session.history) == 3
+
+
+def test_a_joined_view_drawn_with_another_salt_reuses_its_schema() -> None:
+    # The salt enters a joined view only through the truncation's keyed hash, so the
+    # view at any salt has the columns and types described at salt 0; the Session
+    # describes it once per view, and the integers are those of a fresh Session.
+    t = _tables()
+    t["people"] = pd.concat([t["people"]] * 2, ignore_index=True)  # truncation ranks
+    query = (
+        Query.from_table("visits")
+        .join("people", on="uid", truncate=1)
+        .with_column("older", "age + 1")
+        .filter("older >= 50")
+        .bound(max_rows=1000)
+        .sum("duration", bounds=(0.0, 100.0))
+        .count()
+    )
+    session = _session(t)
+    described: list[str] = []
+    engine = type(session._engine)
+    original = engine._execute
+
+    def recording(self: Any, sql: str, params: Any = (), *args: Any, **kwargs: Any) -> Any:
+        if sql.startswith("DESCRIBE"):
+            described.append(sql)
+        return original(self, sql, params, *args, **kwargs)
+
+    engine._execute = recording  # type: ignore[method-assign]
+    try:
+        _exact(session, query)
+        after_first = len(described)
+        shared = session._view_for(query, 0)[0]._engine._schema_cache
+        for salt in (0, 5, 2**40):
+            view, stripped = session._view_for(query, salt)
+            assert view._engine._schema_cache is shared
+            view._compile(stripped, 1.0, salt)
+        assert len(described) == after_first  # every salt's view: no DESCRIBE
+    finally:
+        engine._execute = original  # type: ignore[method-assign]
+    assert after_first > 0
+    # The same integers as a Session that never saw the view, at each salt.
+    for salt in (123, 5):
+        fresh = _session(t)
+        view, stripped = session._view_for(query, salt)
+        fresh_view, fresh_stripped = fresh._view_for(query, salt)
+        assert view._schema == fresh_view._schema
+        ours = view._engine.aggregate(view._compile(stripped, 1.0, salt).plan)
+        theirs = fresh_view._engine.aggregate(fresh_view._compile(fresh_stripped, 1.0, salt).plan)
+        assert ours == theirs
+    # Another view (another table joined) has its own cache.
+    other = Query.from_table("visits").join("regions", on="region_id").bound(max_rows=10).count()
+    assert (
+        session._view_for(other, 0)[0]._engine._schema_cache
+        is not session._view_for(query, 0)[0]._engine._schema_cache
+    )

@@ -84,6 +84,9 @@ if TYPE_CHECKING:
 __all__ = ["Session"]
 
 _ROOT = "root"
+#: Joined views whose schema caches a Session keeps (Session._joined_schemas); each
+#: holds a few small dictionaries of column types.
+_MAX_JOINED_SCHEMAS = 64
 
 
 def _fingerprint(source: str, schema: Mapping[str, str]) -> str:
@@ -883,7 +886,7 @@ class Session:
             keys = self._catalog.keyset(keys.table, keys.columns, "KeySet.from_table")
         view = copy.copy(self)
         view._engine = self._engine.with_relation(  # type: ignore[attr-defined]
-            view_sql.relation, view_sql.params
+            view_sql.relation, view_sql.params, self._joined_schemas(query, view_sql, salt)
         )
         # The engine binds the joined view now (names, types; no row read), before
         # any charge, and its DESCRIBE is the view's schema.
@@ -898,6 +901,33 @@ class Session:
         if query.per_person_step is None:
             return view, stripped
         return view._per_person_view(stripped, view_sql)
+
+    def _joined_schemas(
+        self, query: Query, view_sql: JoinedView, salt: int
+    ) -> dict[tuple[tuple[str, str], ...], dict[str, str]]:
+        """The schema cache of the joined view of ``query``, the same for every salt.
+
+        The salt enters a joined view only through the keyed hash that orders each
+        person's rows for the join's truncation (:mod:`._joins`): the view's columns,
+        their types and those of derived columns over them are the same for every
+        salt. So the view drawn with the query's salt reuses what was described of it
+        with salt 0 (while the SQL statement was translated) instead of describing it
+        again. Keyed by the view's SQL at salt 0, which holds every other input (the
+        tables, joins, partitions and parameters). Nothing is skipped that the charge
+        relies on: every statement that reads rows is still bound before the charge
+        (``SqlEngine.prepare``), with the query's own salt."""
+        assert self._catalog is not None
+        neutral = view_sql
+        if salt != 0:
+            neutral, _ = joined_view(query, self._catalog, self._engine, self._partitions, 0)
+        key = (neutral.relation, repr(neutral.params))
+        cache = self.__dict__.setdefault("_joined_schema_caches", {})
+        if key not in cache:
+            if len(cache) >= _MAX_JOINED_SCHEMAS:
+                cache.pop(next(iter(cache)))  # the oldest first
+            cache[key] = {}
+        schemas: dict[tuple[tuple[str, str], ...], dict[str, str]] = cache[key]
+        return schemas
 
     def _per_person_view(self, query: Query, joined: JoinedView | None) -> tuple[Session, Query]:
         """A view of this Session (same ledger, scope, budget and randomness) whose

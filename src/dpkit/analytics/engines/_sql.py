@@ -271,14 +271,21 @@ class SqlEngine:
         """SQL of the source relation (a table, a view or a table function call)."""
         return str(getattr(self, "_relation", ""))
 
-    def with_relation(self, relation: str, params: Sequence[Any] = ()) -> Any:
+    def with_relation(
+        self,
+        relation: str,
+        params: Sequence[Any] = (),
+        schemas: dict[tuple[tuple[str, str], ...], dict[str, str]] | None = None,
+    ) -> Any:
         """This engine (same connection, same dialect) over another relation: a table
         of a Session over several tables, or a joined view ``(SELECT ...)`` whose
-        parameters are ``params`` (:mod:`dpkit.analytics._joins`)."""
+        parameters are ``params`` (:mod:`dpkit.analytics._joins`). ``schemas``: the
+        schema cache to use, shared with engines over relations of the same columns
+        and types (a joined view drawn with another salt); a new one by default."""
         view = copy.copy(self)
         view._relation = relation  # type: ignore[attr-defined]
         view._relation_params = tuple(params)
-        view._schema_cache = {}  # type: ignore[attr-defined]
+        view._schema_cache = {} if schemas is None else schemas  # type: ignore[attr-defined]
         return view
 
     def schema(self, derived: Sequence[tuple[str, str]] = ()) -> dict[str, str]:
