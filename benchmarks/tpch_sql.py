@@ -619,14 +619,16 @@ FROM (SELECT o_custkey, o_orderkey
             ("customer", "c_custkey", "c_custkey", "c_mktsegment = 'BUILDING'"),
         ),
     )  # fmt: skip
+
+    def orders_in(start: str, end: str) -> tuple[tuple[str, str, str, str], ...]:
+        """Truncated orders of the dates [start, end) and customers (Q5, Q10)."""
+        dates = f"o_orderdate >= DATE '{start}' AND o_orderdate < DATE '{end}'"
+        customers = ("customer", "c_custkey", "c_custkey", "TRUE")
+        return ("orders", "o_custkey", "o_orderkey", dates), customers
+
     q5.bounded = bounded_sql(
         "l_custkey", ("n_name",), q5_from + q5_where, revenue,
-        rows=b5.rows, max_groups=b5.groups,
-        truncate=(
-            ("orders", "o_custkey", "o_orderkey",
-             "o_orderdate >= DATE '1994-01-01' AND o_orderdate < DATE '1995-01-01'"),
-            ("customer", "c_custkey", "c_custkey", "TRUE"),
-        ),
+        rows=b5.rows, max_groups=b5.groups, truncate=orders_in("1994-01-01", "1995-01-01"),
     )  # fmt: skip
     q6.bounded = bounded_sql(
         "l_custkey", (), f"FROM lineitem {q6_where}",
@@ -634,12 +636,7 @@ FROM (SELECT o_custkey, o_orderkey
     )  # fmt: skip
     q10.bounded = bounded_sql(
         "l_custkey", ("n_name",), q10_from + q10_where, revenue,
-        rows=b10.rows, max_groups=b10.groups,
-        truncate=(
-            ("orders", "o_custkey", "o_orderkey",
-             "o_orderdate >= DATE '1993-10-01' AND o_orderdate < DATE '1994-01-01'"),
-            ("customer", "c_custkey", "c_custkey", "TRUE"),
-        ),
+        rows=b10.rows, max_groups=b10.groups, truncate=orders_in("1993-10-01", "1994-01-01"),
     )  # fmt: skip
     q12.bounded = bounded_sql(
         "l_custkey", ("l_shipmode",), q12_from + q12_where,
