@@ -260,17 +260,37 @@ def predicate(draw: st.DrawFn, depth: int = 2) -> str:
     return f"NOT ({draw(predicate(depth - 1))})"
 
 
-@settings(
-    max_examples=60,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
-@given(
-    expression=predicate(),
-    value=numeric(),
-    tables=st.lists(st.lists(_ROW, min_size=0, max_size=6), min_size=3, max_size=3),
-)
+_EXPRESSIONS = {
+    "expression": predicate(),
+    "value": numeric(),
+    "tables": st.lists(st.lists(_ROW, min_size=0, max_size=6), min_size=3, max_size=3),
+}
+_SETTINGS: dict[str, Any] = {
+    "deadline": None,
+    "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large],
+}
+
+
+# The default run draws 30 examples (two queries, each on all three tables of the
+# example); --runslow runs 60 more in the twin below.
+@settings(max_examples=30, **_SETTINGS)
+@given(**_EXPRESSIONS)
 def test_random_expressions_fail_on_every_table_or_none(
+    expression: str, value: str, tables: list[list[dict[str, Any]]]
+) -> None:
+    _fail_on_every_table_or_none(expression, value, tables)
+
+
+@pytest.mark.slow
+@settings(max_examples=60, **_SETTINGS)
+@given(**_EXPRESSIONS)
+def test_random_expressions_fail_on_every_table_or_none_slow(
+    expression: str, value: str, tables: list[list[dict[str, Any]]]
+) -> None:
+    _fail_on_every_table_or_none(expression, value, tables)
+
+
+def _fail_on_every_table_or_none(
     expression: str, value: str, tables: list[list[dict[str, Any]]]
 ) -> None:
     outcomes = set()
