@@ -3,7 +3,8 @@
 Neighbours: one of ``n`` values in [0, 1] replaced, 0 -> 1 (the mean moves by 1/n, the
 base Laplace's full sensitivity). The audit's lower bound (confidence 1 - 1e-6) stays
 within the computed ``(eps~, delta~)``; a planted calibration bug -- base noise 8 times
-too small under the same claim -- is refuted at the same sample size.
+too small under the same claim -- is refuted with 4000 samples (10_000 under
+``--runslow``, the honest audit's size; derivation at the test).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
 import dpkit as dp
 from dpkit.audit import audit
@@ -44,7 +46,7 @@ def _outputs(wrapper: RepeatUntilSuccess):  # type: ignore[no-untyped-def]
     return mechanism
 
 
-def test_audit_within_the_guarantee_and_catches_a_planted_bug() -> None:
+def test_audit_within_the_guarantee() -> None:
     honest = _wrapper(1.0)
     claim = honest.guarantee
     result = audit(
@@ -52,10 +54,23 @@ def test_audit_within_the_guarantee_and_catches_a_planted_bug() -> None:
         confidence=1 - 1e-6, rng=seeded(3),
     )  # fmt: skip
     assert not result.refutes(claim.epsilon)
+
+
+#: The planted bug's audit. Its releases are (nearly always accepted) Laplace draws of
+#: scale b = 1 / (N EPS) / 8 = 0.0025 around the means 0 and 0.01 = 4 b, a true epsilon
+#: near 4 against the wrapper's claimed eps~ = 2.0. The best threshold (about 0.009)
+#: has FPR = 0.5 e^(-3.7) = 0.013 and FNR = 0.5 e^(-0.3) = 0.37; with 2000 estimation
+#: draws per side (4000 samples) and Clopper-Pearson at 5e-7 per rate, the expected
+#: counts give a bound of 2.99, and counts 4 standard deviations worse 2.53 > 2.0 (at
+#: 1000 per side: 2.68 and 2.15, too close). The default audits 4000 samples;
+#: --runslow also the original 10_000.
+@pytest.mark.parametrize("samples", [4000, pytest.param(10_000, marks=pytest.mark.slow)])
+def test_audit_catches_a_planted_bug(samples: int) -> None:
+    claim = _wrapper(1.0).guarantee
     buggy = _wrapper(8.0)
     assert buggy.guarantee == claim
     caught = audit(
-        _outputs(buggy), X, X_PRIME, delta=claim.delta, samples=10_000,
+        _outputs(buggy), X, X_PRIME, delta=claim.delta, samples=samples,
         confidence=1 - 1e-6, rng=seeded(4),
     )  # fmt: skip
     assert caught.refutes(claim.epsilon)

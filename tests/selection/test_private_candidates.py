@@ -219,22 +219,67 @@ def test_thresholding_is_2_epsilon_dp_exactly(epsilon: float, gamma: float, cap:
 # --- the planted bug is caught by a black-box audit ----------------------------------------
 
 
+#: The selection audited: 2-ary randomized response at epsilon = 2, stop probability 1/2.
+AUDIT_EPSILON, AUDIT_GAMMA = 2.0, 0.5
+
+
+def audited_selection(x: bool, n: int, rng) -> np.ndarray:
+    """n released scores of random stopping over the randomized-response candidate."""
+    candidate = rr_candidate(AUDIT_EPSILON, 2, 1 if x else 0)
+    return np.array(
+        [
+            random_stopping(candidate, stop_probability=AUDIT_GAMMA, rng=rng).value.score
+            for _ in range(n)
+        ]
+    )
+
+
+def check_audit_catches_the_undercharge(result) -> None:
+    epsilon = AUDIT_EPSILON
+    # Exact loss: ln(P'[0] / P[0]) = 2.52 > 2 = the buggy charge; 6 = the true one.
+    exact = max_log_ratio(
+        random_stopping_law(rr_law(epsilon, 2, 1), AUDIT_GAMMA),
+        random_stopping_law(rr_law(epsilon, 2, 0), AUDIT_GAMMA),
+    )
+    assert 2.5 < exact < 3 * epsilon
+    assert result.refutes(epsilon)  # the planted bug
+    assert not result.refutes(3 * epsilon)
+    assert result.epsilon_lower_bound <= exact
+
+
 def test_audit_catches_charging_epsilon_instead_of_3_epsilon() -> None:
-    epsilon, gamma = 2.0, 0.5
-    candidates = {True: rr_candidate(epsilon, 2, 1), False: rr_candidate(epsilon, 2, 0)}
-
-    def selection(x, n, rng):
-        return np.array(
-            [
-                random_stopping(candidates[bool(x)], stop_probability=gamma, rng=rng).value.score
-                for _ in range(n)
-            ]
-        )
-
-    release = random_stopping(candidates[True], stop_probability=gamma, rng=seeded(0))
-    assert release.guarantee == dp.PureDP(3 * epsilon)
+    # The released score is 0 or 1, so the only tests are "score = 0" and "score = 1":
+    # the region is fixed before sampling (threshold 0.5, both orientations, Bonferroni
+    # over the two) and every draw estimates it, none spent choosing it (the slow twin
+    # below runs the data-chosen histogram attack with a selection half).
+    # Exact rates of "score = 0 means x' = False": FPR = P[0] = 0.0634,
+    # FNR = P'[1] = 0.2130. At 6000 draws per side and level 1e-6 / 4 per rate, the
+    # expected counts (380, 1278) give the bound ln((1 - FNR_up) / FPR_up) = 2.245;
+    # with both counts 4 standard deviations worse (76 and 127 more) it is 2.055,
+    # still > 2: the planted bug is refuted unless a count is off by > 4 sd (< 1e-4).
+    release = random_stopping(
+        rr_candidate(AUDIT_EPSILON, 2, 1), stop_probability=AUDIT_GAMMA, rng=seeded(0)
+    )
+    assert release.guarantee == dp.PureDP(3 * AUDIT_EPSILON)
     result = audit(
-        selection,
+        audited_selection,
+        True,
+        False,
+        samples=6000,
+        correction="bonferroni",
+        thresholds=[0.5],
+        confidence=1 - ALPHA,
+        rng=seeded(21),
+    )
+    check_audit_catches_the_undercharge(result)
+
+
+@pytest.mark.slow
+def test_audit_catches_charging_epsilon_instead_of_3_epsilon_histogram() -> None:
+    # The full-size audit: the histogram attack chooses the region from 10^4 draws per
+    # side, and 10^4 more estimate it (expected bound 2.31).
+    result = audit(
+        audited_selection,
         True,
         False,
         samples=20_000,
@@ -242,15 +287,7 @@ def test_audit_catches_charging_epsilon_instead_of_3_epsilon() -> None:
         confidence=1 - ALPHA,
         rng=seeded(21),
     )
-    # Exact loss: ln(P'[0] / P[0]) = 2.52 > 2 = the buggy charge; 6 = the true one.
-    exact = max_log_ratio(
-        random_stopping_law(rr_law(epsilon, 2, 1), gamma),
-        random_stopping_law(rr_law(epsilon, 2, 0), gamma),
-    )
-    assert 2.5 < exact < 3 * epsilon
-    assert result.refutes(epsilon)  # the planted bug
-    assert not result.refutes(3 * epsilon)
-    assert result.epsilon_lower_bound <= exact
+    check_audit_catches_the_undercharge(result)
 
 
 # --- utility: LT19 Theorem 3.3 over seeded runs ---------------------------------------------

@@ -190,8 +190,27 @@ def test_discrete_laplace_extreme_scales(scale: float) -> None:
 
 
 # The exact decimal fallback is taken by about one draw in 10^7; force it by making
-# the float filter's margin enormous, so that (almost) every draw is refined.
+# the float filter's margin enormous, so that (almost) every draw is refined. Every
+# draw then runs the decimal layer (milliseconds each), so the default run draws a
+# quarter of FALLBACK_DRAWS (the Gaussian: an eighth; the Bernoulli: a half), and
+# ``--runslow`` the full sizes. The default sizes are the smallest at which the power
+# check (scale 1.6x; Bernoulli exponent 1.3x) misses with probability below 1e-6 (the
+# test's own alpha), from the noncentral chi-square of the pooled cells, lambda =
+# n sum (p - q)^2 / q, against the 1e-6 critical value (two-sided binomial for the
+# Bernoulli). Miss probabilities at the default sizes (at half of them):
+#   discrete Laplace 2000 draws 1.6e-26 (1000: 3.8e-9); discrete Gaussian 1000
+#   draws 8.6e-20 (500: 1.2e-6); rounded Laplace / Gaussian / truncated Laplace 2000
+#   draws 3.9e-23 / 8.4e-53 / 2.9e-8 (1000: 6.4e-8 / 9.4e-20 / 0.02); Bernoulli 4000
+#   draws 3.4e-15 (2000: 2e-5).
 FALLBACK_DRAWS = 8000
+FALLBACK_SMALL = FALLBACK_DRAWS // 4
+
+
+def draws_param(default: int, full: int) -> pytest.MarkDecorator:
+    """The default size, and the full one under ``--runslow``."""
+    return pytest.mark.parametrize(
+        "n", [default, pytest.param(full, marks=pytest.mark.slow)], ids=lambda n: f"n={n}"
+    )
 
 
 @pytest.fixture
@@ -203,27 +222,31 @@ def fallback_everywhere(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.usefixtures("fallback_everywhere")
-def test_fallback_discrete_laplace_matches_pmf() -> None:
-    draws = noise.discrete_laplace(2.5, size=FALLBACK_DRAWS, rng=seeded(30))
+@draws_param(FALLBACK_SMALL, FALLBACK_DRAWS)
+def test_fallback_discrete_laplace_matches_pmf(n: int) -> None:
+    draws = noise.discrete_laplace(2.5, size=n, rng=seeded(30))
     assert_pmf(draws, discrete_laplace_pmf(2.5))
     assert_rejects(lambda: assert_pmf(draws, discrete_laplace_pmf(2.5 * 1.6)))
 
 
 @pytest.mark.usefixtures("fallback_everywhere")
-def test_fallback_discrete_gaussian_matches_pmf() -> None:
-    draws = noise.discrete_gaussian(3.0, size=FALLBACK_DRAWS // 2, rng=seeded(31))
+@draws_param(FALLBACK_DRAWS // 8, FALLBACK_DRAWS // 2)
+def test_fallback_discrete_gaussian_matches_pmf(n: int) -> None:
+    draws = noise.discrete_gaussian(3.0, size=n, rng=seeded(31))
     assert_pmf(draws, discrete_gaussian_pmf(3.0))
     assert_rejects(lambda: assert_pmf(draws, discrete_gaussian_pmf(3.0 * 1.6)))
 
 
 @pytest.mark.usefixtures("fallback_everywhere")
-def test_fallback_bernoulli_exp_matches_probability() -> None:
-    draws = noise.bernoulli_exp(0.9, size=FALLBACK_DRAWS, rng=seeded(32))
-    assert_binomial(int(draws.sum()), FALLBACK_DRAWS, math.exp(-0.9))
-    assert_rejects(lambda: assert_binomial(int(draws.sum()), FALLBACK_DRAWS, math.exp(-1.3 * 0.9)))
+@draws_param(FALLBACK_DRAWS // 2, FALLBACK_DRAWS)
+def test_fallback_bernoulli_exp_matches_probability(n: int) -> None:
+    draws = noise.bernoulli_exp(0.9, size=n, rng=seeded(32))
+    assert_binomial(int(draws.sum()), n, math.exp(-0.9))
+    assert_rejects(lambda: assert_binomial(int(draws.sum()), n, math.exp(-1.3 * 0.9)))
 
 
 @pytest.mark.usefixtures("fallback_everywhere")
+@draws_param(FALLBACK_SMALL, FALLBACK_DRAWS)
 @pytest.mark.parametrize(
     ("sampler", "make_cdf"),
     [
@@ -244,9 +267,9 @@ def test_fallback_bernoulli_exp_matches_probability() -> None:
     ],
     ids=["laplace", "gaussian", "truncated_laplace"],
 )
-def test_fallback_rounded_noise_is_exact(sampler, make_cdf) -> None:
+def test_fallback_rounded_noise_is_exact(sampler, make_cdf, n: int) -> None:
     loc = 0.3
-    out = sampler(np.full(FALLBACK_DRAWS, loc), seeded(33))
+    out = sampler(np.full(n, loc), seeded(33))
     cells = np.round(out / 0.5).astype(np.int64)
     assert_pmf(cells, cell_pmf(make_cdf(1.0), loc, 0.5))
     assert_rejects(lambda: assert_pmf(cells, cell_pmf(make_cdf(1.6), loc, 0.5)))
