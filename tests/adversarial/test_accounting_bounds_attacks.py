@@ -16,7 +16,8 @@
 Each test is an attack; the docstring says what it tries. Attacks the code resists are
 regression tests; attacks that succeed are ``xfail(strict=True)`` with the reason.
 
-The slow exact references (``_pair_renyi``, ``_mixture_renyi``, ``_log_b``) are read from
+The slow exact references (``_pair_renyi``, ``_mixture_renyi``, ``_log_b``, and the
+50-digit ``_true_delta`` and ``_true_epsilon`` of section 4) are read from
 tests/golden/references/ and recomputed, bit for bit, under ``--runslow``
 (tests/_references.py).
 """
@@ -476,7 +477,14 @@ def _phic(z: mpmath.mpf) -> mpmath.mpf:
     return mpmath.erfc(z / mpmath.sqrt(2)) / 2
 
 
+@golden_reference
 def _true_delta(sigma: float, q: float, eps: float) -> mpmath.mpf:
+    """delta(eps) of one Poisson-subsampled Gaussian step (add/remove, both orderings),
+    50 digits (stored: see :func:`_delta_50_digits`)."""
+    return _delta_50_digits(sigma, q, eps)
+
+
+def _delta_50_digits(sigma: float, q: float, eps: float) -> mpmath.mpf:
     """delta(eps) of one Poisson-subsampled Gaussian step (add/remove, both orderings),
     50 digits: the loss is monotone in the output, so each hockey-stick divergence is
     a difference of two Gaussian tails at the threshold."""
@@ -505,16 +513,18 @@ def _true_delta(sigma: float, q: float, eps: float) -> mpmath.mpf:
         return max(remove, add)
 
 
+@golden_reference
 def _true_epsilon(sigma: float, q: float, delta: float) -> float:
     """The smallest eps with delta(eps) <= delta (bisection to ~1e-20, then rounded up)."""
-    if _true_delta(sigma, q, 0.0) <= delta:
+    # The unstored evaluation: ~85 mpf arguments per call, none worth a stored entry.
+    if _delta_50_digits(sigma, q, 0.0) <= delta:
         return 0.0
     lo, hi = mpmath.mpf(0), mpmath.mpf(1)
-    while _true_delta(sigma, q, hi) > delta:
+    while _delta_50_digits(sigma, q, hi) > delta:
         hi *= 2
     for _ in range(80):
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if _true_delta(sigma, q, mid) > delta else (lo, mid)
+        lo, hi = (mid, hi) if _delta_50_digits(sigma, q, mid) > delta else (lo, mid)
     return math.nextafter(float(hi), math.inf)
 
 
@@ -529,7 +539,9 @@ def _lower(event: object, delta: float, **kw: float) -> float:
     [
         (10.0, 100, 1e-5),
         (0.3, 1, 1e-5),
-        (0.3, 4, 1e-12),
+        # The costliest small count (3-20 s on a busy machine) runs with --runslow: a
+        # small count at delta 1e-12 is also (5.0, 3, 1e-12).
+        pytest.param(0.3, 4, 1e-12, marks=pytest.mark.slow),
         (5.0, 3, 1e-12),
         (100.0, 1, 1e-5),
         (0.5, 1, 0.3),
@@ -578,7 +590,9 @@ def test_lower_coarse_grids_never_above_truth(h: float) -> None:
     ("sigma", "q"),
     [
         (1.0, 0.01),
-        (0.3, 0.01),
+        # Small sigma and small q (the costliest, 12 s on a busy worker) runs with
+        # --runslow; sigma 0.3 runs by default at q = 0.5 and 0.999, q = 0.01 at sigma 1.
+        pytest.param(0.3, 0.01, marks=pytest.mark.slow),
         (0.3, 0.5),
         (0.3, 0.999),
         (50.0, 0.5),
@@ -608,10 +622,10 @@ def test_lower_delta_near_one_and_profile_zero() -> None:
     from dpkit.accounting.pld_bounds import delta_lower_bound
 
     event = RepeatedEvent(PoissonSampledEvent(GaussianEvent(0.8), 0.05), 50)
+    upper = PLDAccountant().compose(event)  # composed once, read at each delta
     for delta in (0.999999, 0.9, 0.5):
-        assert _lower(event, delta) == 0.0 or _lower(event, delta) <= PLDAccountant().compose(
-            event
-        ).get_epsilon(delta)
+        lower = _lower(event, delta)
+        assert lower == 0.0 or lower <= upper.get_epsilon(delta)
     for eps in (1e3, 1e6, math.inf):
         assert delta_lower_bound(event, eps) == 0.0
 
@@ -620,10 +634,11 @@ def test_lower_delta_near_one_and_profile_zero() -> None:
     ("q", "sigma", "steps", "delta"),
     [
         (0.01, 1.0, 1000, 1e-5),
-        (0.001, 0.8, 100_000, 1e-6),
+        # 10^5 steps and the smallest delta (15 s each on a busy worker) run with
+        # --runslow; the others run the same code, and prv_accountant live, on the
+        # default test set (10^6 steps: test_lower_heterogeneous_and_huge_below_...).
+        pytest.param(0.001, 0.8, 100_000, 1e-6, marks=pytest.mark.slow),
         (0.99, 10.0, 100, 1e-5),
-        # The smallest delta (15 s on a busy worker) runs with --runslow; the others
-        # run the same code on the default test set.
         pytest.param(0.01, 0.6, 10_000, 1e-9, marks=pytest.mark.slow),
     ],
 )
@@ -865,10 +880,12 @@ def test_lower_heterogeneous_and_huge_below_dpkit_upper_bounds(event: object) ->
     """Attack: 10^6 subsampled steps, and products of many different factors (the mean
     bias over factors, the tilt chosen on one factor only): below the RDP accountant
     and the PLD accountant (where finite) at three deltas."""
+    rdp = RDPAccountant().compose(event)  # type: ignore[arg-type]
+    pld = PLDAccountant().compose(event)  # type: ignore[arg-type]
     for delta in (1e-3, 1e-6, 1e-10):
         lower = _lower(event, delta)
-        assert lower <= RDPAccountant().compose(event).get_epsilon(delta)  # type: ignore[arg-type]
-        assert lower <= PLDAccountant().compose(event).get_epsilon(delta)  # type: ignore[arg-type]
+        assert lower <= rdp.get_epsilon(delta)
+        assert lower <= pld.get_epsilon(delta)
 
 
 def test_cli_prv_interval_subnormal_delta_is_a_clean_error() -> None:
