@@ -18,6 +18,7 @@ green and the marker must then be removed.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,24 @@ def multi(frame: pd.DataFrame | None = None) -> dp.Session:
         budget=dp.ApproxDP(10.0, 1e-5),
         rng=0,
     )
+
+
+@functools.cache
+def _opened_once(kind: str) -> tuple[dp.Session, object]:
+    session = single() if kind == "single" else multi()
+    return session, _left(session)
+
+
+def unspent(kind: str) -> dp.Session:
+    """``single()`` or ``multi()``, opened once per process, for the tests whose
+    statements must all be refused before the charge (a Session costs ~40 ms (single)
+    or ~90 ms (multi) to open, a refusal ~15 ms). Checked unspent before each use (its
+    budget, selection delta and history as opened): a statement that ran by mistake in
+    one test fails every later user of the Session too, and can never let a later
+    refusal pass for want of budget."""
+    session, opened = _opened_once(kind)
+    assert _left(session) == opened, (kind, _left(session), opened)
+    return session
 
 
 def _left(session: dp.Session) -> object:
@@ -194,7 +213,7 @@ SUBQUERIES = [
 
 @pytest.mark.parametrize("text", SUBQUERIES)
 def test_subqueries_and_plain_selects_over_the_private_table_are_refused(text: str) -> None:
-    assert_refused(single(), text)
+    assert_refused(unspent("single"), text)
 
 
 @pytest.mark.parametrize(
@@ -224,7 +243,7 @@ def test_plain_selects_in_disguise_are_refused(text: str) -> None:
     # A non-DP SELECT that reads a private table anywhere -- UNION, IN, EXISTS, a CTE
     # (even one named as the public table), a scalar subquery, a join, a table
     # function, another spelling of the name -- is refused before anything runs.
-    session = multi()
+    session = unspent("multi")
     outcome = sql(session, text)
     assert outcome.kind == "refused", outcome
     assert str(SECRET_AMOUNT) not in outcome.error
@@ -282,7 +301,7 @@ def test_external_access_is_off_on_the_public_path(tmp_path: Path) -> None:
     ],
 )
 def test_table_functions_and_qualified_names_in_from_and_join(source: str) -> None:
-    session = multi()
+    session = unspent("multi")
     assert_refused(session, DP + f"COUNT(*) FROM {source}")
     assert_refused(session, DP + f"COUNT(*) FROM visits v JOIN {source} AS r USING (region)")
 
@@ -294,7 +313,7 @@ def test_table_functions_and_qualified_names_in_from_and_join(source: str) -> No
 # is read as the Session's table  (translate() accepts any exp.Table whatever its name), so
 # the statement silently  counts the private table instead of being refused
 def test_table_function_in_from_of_a_single_table_session(source: str) -> None:
-    assert_refused(single(), DP + f"COUNT(*) FROM {source}")
+    assert_refused(unspent("single"), DP + f"COUNT(*) FROM {source}")
 
 
 @pytest.mark.parametrize("source", ["db.data", "catalog.db.data", "`project.dataset.data`"])
@@ -334,7 +353,7 @@ def test_qualified_names_in_a_single_table_session(source: str) -> None:
     ],
 )
 def test_expressions_outside_the_grammar_are_refused(where: str) -> None:
-    session = single()
+    session = unspent("single")
     outcome = sql(session, DP + f"COUNT(*) FROM data WHERE {where}")
     assert outcome.kind == "refused", outcome
 
@@ -368,7 +387,7 @@ def test_expressions_outside_the_grammar_are_refused(where: str) -> None:
     ],
 )
 def test_select_items_outside_the_grammar_are_refused(item: str) -> None:
-    session = single()
+    session = unspent("single")
     outcome = sql(session, DP + f"{item} FROM data")
     assert outcome.kind == "refused", outcome
 
@@ -377,7 +396,7 @@ def test_select_items_outside_the_grammar_are_refused(item: str) -> None:
 # float('abc') raises ValueError out of  the translator instead of a SqlError (before the
 # charge)
 def test_percentile_level_that_is_not_a_number() -> None:
-    session = single()
+    session = unspent("single")
     outcome = sql(
         session, DP + "PERCENTILE_CONT(salary, 'abc', contribution_bounds_per_row => (0, 1)) FROM t"
     )
@@ -400,7 +419,7 @@ def test_percentile_level_that_is_not_a_number() -> None:
     ],
 )
 def test_aggregates_and_grouping_extensions_outside_select_are_refused(clause: str) -> None:
-    session = single()
+    session = unspent("single")
     outcome = sql(session, DP + f"COUNT(*) FROM data {clause}")
     assert outcome.kind == "refused", outcome
 
@@ -409,7 +428,7 @@ def test_aggregates_and_grouping_extensions_outside_select_are_refused(clause: s
 # AttributeError ('list' object has  no attribute 'walk') instead of a SqlError (before the
 # charge)
 def test_window_clause_is_a_clean_refusal() -> None:
-    session = single()
+    session = unspent("single")
     outcome = sql(session, DP + "COUNT(*) FROM data WINDOW w AS (PARTITION BY uid)")
     assert outcome.kind == "refused", outcome
 
@@ -441,7 +460,7 @@ def test_count_distinct_of_the_unit_counts_persons_whatever_its_spelling() -> No
 )
 def test_privacy_unit_column_must_be_the_sessions(option: str) -> None:
     assert_refused(
-        single(),
+        unspent("single"),
         f"SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, {option}) COUNT(*) FROM t",
     )
 
@@ -482,7 +501,7 @@ def test_privacy_unit_column_must_be_the_sessions(option: str) -> None:
     ],
 )
 def test_bad_options_are_refused_before_the_charge(options: str) -> None:
-    session = single()
+    session = unspent("single")
     close = "" if options == "epsilon = 1" else ")"
     text = (
         f"SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS ({options}{close} region, COUNT(*) "
@@ -498,7 +517,7 @@ def test_bad_options_are_refused_before_the_charge(options: str) -> None:
 )
 def test_group_keys_names_a_public_table_only(value: str) -> None:
     # Keys from a private table would release its distinct values without selection.
-    session = multi()
+    session = unspent("multi")
     outcome = sql(
         session,
         f"SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1, delta = 1e-6, group_keys = "
@@ -538,7 +557,7 @@ def test_group_keys_of_the_public_table_run() -> None:
     ],
 )
 def test_bounds_are_two_public_numbers(bounds: str) -> None:
-    session = single()
+    session = unspent("single")
     for function in ("SUM", "AVG", "VAR_POP", "STDDEV", "MEDIAN", "MIN"):
         outcome = sql(
             session, DP + f"{function}(salary, contribution_bounds_per_row => {bounds}) FROM data"
@@ -574,7 +593,7 @@ def test_aliases_are_names_never_sql(alias: str) -> None:
     ],
 )
 def test_duplicate_output_names_are_refused_before_the_charge(items: str) -> None:
-    session = multi()
+    session = unspent("multi")
     outcome = sql(session, DP_KEYS + f"{items} FROM visits GROUP BY region")
     assert outcome.kind == "refused", outcome
 
@@ -587,7 +606,7 @@ def test_duplicate_output_names_are_refused_before_the_charge(items: str) -> Non
 # output name is not refused: the  statement is charged and finish_result's rename
 # overwrites the group column with  the aggregate (a released column silently lost)
 def test_group_alias_clashing_with_an_aggregate_is_refused(items: str) -> None:
-    session = multi()
+    session = unspent("multi")
     # (``N`` and ``n`` differ in Python, but SQL names ignore case: refused too.)
     outcome = sql(session, DP_KEYS + f"{items} FROM visits GROUP BY region")
     assert outcome.kind == "refused", outcome
@@ -610,7 +629,7 @@ def test_group_alias_clashing_with_an_aggregate_is_refused(items: str) -> None:
     ],
 )
 def test_order_by_and_limit_name_outputs_and_numbers(tail: str) -> None:
-    session = single()
+    session = unspent("single")
     outcome = sql(session, DP + f"COUNT(*) AS n FROM data {tail}")
     assert outcome.kind == "refused", outcome
 
@@ -637,7 +656,7 @@ def test_order_by_and_limit_are_post_processing_of_the_release() -> None:
 # TABLESAMPLE, FOR SYSTEM_TIME AS  OF) are silently dropped: the statement is charged and
 # answers another query
 def test_clauses_the_translator_does_not_read_are_refused(tail: str) -> None:
-    session = single()
+    session = unspent("single")
     outcome = sql(session, DP + f"COUNT(*) AS n FROM data {tail}")
     assert outcome.kind == "refused", outcome
 
@@ -646,7 +665,7 @@ def test_clauses_the_translator_does_not_read_are_refused(tail: str) -> None:
 # Found by the adversarial review and fixed: SELECT AS STRUCT / AS VALUE is silently dropped
 # (charged, answered as a plain SELECT)
 def test_select_as_struct_is_refused(form: str) -> None:
-    session = single()
+    session = unspent("single")
     outcome = sql(
         session, f"SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS (epsilon = 1) {form} COUNT(*) FROM data"
     )
@@ -676,14 +695,14 @@ def test_select_as_struct_is_refused(form: str) -> None:
     ],
 )
 def test_joins_outside_the_grammar_are_refused(join: str) -> None:
-    session = multi()
+    session = unspent("multi")
     outcome = sql(session, DP + f"COUNT(*) FROM visits v {join}")
     assert outcome.kind == "refused", outcome
 
 
 def test_a_dp_select_cannot_start_from_a_public_table() -> None:
-    assert_refused(multi(), DP + "COUNT(*) FROM regions")
-    assert_refused(multi(), DP + "COUNT(*) FROM regions r JOIN visits v USING (region)")
+    assert_refused(unspent("multi"), DP + "COUNT(*) FROM regions")
+    assert_refused(unspent("multi"), DP + "COUNT(*) FROM regions r JOIN visits v USING (region)")
 
 
 def test_a_qualified_column_of_a_left_joined_table_is_that_tables() -> None:
@@ -725,7 +744,7 @@ def test_a_qualified_column_of_a_left_joined_table_is_that_tables() -> None:
 # validator for NOT/CASE)  instead of a SqlError/InvalidParameter; it is before the charge
 # and depends on the  text only, so no leak, but it is not the clean refusal th
 def test_deep_nesting_is_a_clean_refusal(shape: Callable[[int], str]) -> None:
-    session = single()
+    session = unspent("single")
     outcome = sql(session, DP + "COUNT(*) FROM data WHERE " + shape(200))
     assert outcome.kind == "refused", outcome
 
@@ -838,7 +857,7 @@ def test_explain_spends_nothing_and_sql_charges_once(tmp_path: Path) -> None:
 
 
 def test_explain_of_a_plain_select_is_refused() -> None:
-    session = multi()
+    session = unspent("multi")
     assert sql(session, "EXPLAIN SELECT * FROM regions").kind == "refused"
     assert attempt(session, lambda: session.explain_sql("SELECT * FROM regions")).kind == "refused"
     assert attempt(session, lambda: session.explain_sql("SELECT * FROM visits")).kind == "refused"
