@@ -14,7 +14,7 @@ It is the sequential run, step for step, with the engine's work merged:
    them), the filter's rule applied to the running total (a batch that would overspend
    is refused whole, before anything is charged), and its mechanisms rehearsed on
    data-free inputs;
-2. every statement the batch will run bound (``EXPLAIN``; no row read): the shared
+2. every statement the batch will run bound (``SqlEngine._bind``; no row read): the shared
    statements, and the own statements of the plans that share none -- every statement
    that will read rows is bound before the first charge, so a failure that the
    queries' shape can cause is reported with nothing spent;
