@@ -67,10 +67,13 @@ class DuckDBEngine(SqlEngine):
     def _bind(self, sql: str, params: Sequence[Any]) -> None:
         # A relation made from a SELECT is parsed and bound at once (names, types and
         # functions: DuckDB raises its Binder, Catalog or Parser error here) and runs
-        # only when its rows are asked for, which they never are: no row is read. It
-        # binds what EXPLAIN bound, without optimising the plan and rendering it as
-        # text, which on small tables cost as much as running the statement (issue 34:
-        # 13 -> 5 ms for an aggregate's statement, 35 -> 10 ms for a median's).
+        # only when its rows are asked for, which they never are: no row is read. This
+        # is the binder that EXPLAIN ran, without the optimiser and physical planner
+        # that EXPLAIN ran next and rendered as text, which on small tables cost as
+        # much as running the statement (issue 34: 13 -> 5 ms for an aggregate's
+        # statement, 35 -> 10 ms for a median's). A failure of those later stages
+        # (none is known) comes after the charge and fails closed; a value that does
+        # not convert was never caught by either (DuckDB defers it to the run).
         self._on_cursor(lambda cursor: cursor.sql(sql, params=list(params)), reads_rows=False)
 
     def _on_cursor(self, action: Callable[[Any], _Result], reads_rows: bool) -> _Result:
