@@ -11,11 +11,22 @@ Opacus's Gaussian-DP ("gdp") accountant is a central-limit approximation, not a 
 its epsilon 6.59-6.6 for the reference run is below prv_accountant's certified lower
 bound 6.757, and its calibrated multiplier 1.3232 gives a true epsilon above 8.2 for a
 target of 8. dpkit has no such accountant; the tests pin that finding.
+
+prv_accountant's intervals are pure functions of their arguments and cost ~1 s each
+(plus ~1.6 s to import it): the reference run's interval is computed live, once for
+the two tests that use it; the others (at the multipliers dpkit returns, and Opacus's
+GDP one) are read from ``tests/golden/references/golden/test_opacus_golden.json``
+(:func:`golden_reference`; a multiplier not stored, e.g. after a change in dpkit's
+calibration, is computed live). ``pytest --runslow tests/golden/test_references.py``
+recomputes every stored interval and requires it bit for bit.
 """
 
 from __future__ import annotations
 
+import functools
+
 import pytest
+from tests._references import golden_reference
 
 from dpkit.accounting.calibrate import dpsgd_epsilon, dpsgd_noise_multiplier
 
@@ -35,7 +46,10 @@ OPACUS_SIGMA_GDP = 1.3232421875  # target eps 8, 90 epochs, accountant="gdp"
 PLACES4 = 5e-5
 
 
+@golden_reference
 def _prv_interval(sigma: float, steps: int) -> tuple[float, float]:
+    """prv_accountant's certified (lower, upper) epsilon at ``DELTA`` of ``steps`` steps of
+    the Gaussian of noise multiplier ``sigma``, Poisson-sampled at ``RATE``."""
     prv = pytest.importorskip("prv_accountant")
     from prv_accountant.privacy_random_variables import PoissonSubsampledGaussianMechanism
 
@@ -51,6 +65,13 @@ def _prv_interval(sigma: float, steps: int) -> tuple[float, float]:
     return float(lower), float(upper)
 
 
+@functools.cache
+def _reference_run_interval() -> tuple[float, float]:
+    """prv_accountant's interval of Opacus's reference run (sigma 1.5, 2250 steps), computed
+    live (the peer itself, not a stored value) and shared by the two tests that use it."""
+    return _prv_interval.__wrapped__(1.5, OPACUS_STEPS)  # type: ignore[attr-defined,no-any-return]
+
+
 def test_rdp_epsilon_of_the_reference_run() -> None:
     ours = dpsgd_epsilon(
         sampling_probability=RATE, noise_multiplier=1.5, steps=OPACUS_STEPS, delta=DELTA
@@ -59,7 +80,7 @@ def test_rdp_epsilon_of_the_reference_run() -> None:
     # grid's optimum): equal to Opacus's value within Opacus's own 7 places (2249 steps,
     # 7.32728, would fail).
     assert abs(ours - OPACUS_RDP_EPSILON) < PLACES7
-    lower, _ = _prv_interval(1.5, OPACUS_STEPS)
+    lower, _ = _reference_run_interval()
     assert ours >= lower
     pld = dpsgd_epsilon(
         sampling_probability=RATE,
@@ -72,7 +93,7 @@ def test_rdp_epsilon_of_the_reference_run() -> None:
 
 
 def test_opacus_gdp_epsilon_is_below_the_certified_lower_bound() -> None:
-    lower, _ = _prv_interval(1.5, OPACUS_STEPS)
+    lower, _ = _reference_run_interval()
     assert OPACUS_GDP_EPSILON[1] < lower  # Opacus's GDP value is optimistic
 
 

@@ -18,7 +18,9 @@ table. Two kinds of checks:
 * **Percentile ranks.** The released median of a numeric column (>= 100 values) has a
   true rank within its stated rank accuracy, with the same binomial coverage test.
 
-CI runs ``SEEDS_CI`` seeds per table; ``pytest --runslow`` runs ``SEEDS_FULL``. Before
+CI runs ``SEEDS_CI`` seeds per table (computed once per test run, also when the tests
+are split between pytest-xdist workers: :func:`tests._once.once_per_run`); ``pytest --runslow``
+runs ``SEEDS_FULL``. Before
 the describe rework of issue 14 the mean and consistency checks failed (means whose
 clamping range cut the data; p95 above the released maximum on 143 of 161 columns).
 """
@@ -37,6 +39,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from scipy.stats import binom
+from tests._once import once_per_run
 
 import dpkit as dp
 from dpkit.analytics.describe import describe
@@ -240,57 +243,60 @@ def inconsistencies(summary: DatasetSummary) -> list[str]:
 
 # ------------------------------------------------------------------------- tests
 
-
-def _run(seeds: int) -> dict[str, list[DatasetSummary]]:
-    return {table.name: summaries(table, seeds) for table in TABLES}
+Runs = dict[str, list[DatasetSummary]]  # summaries by table name
 
 
-@cache
-def _ci_runs() -> dict[str, list[DatasetSummary]]:
-    return _run(SEEDS_CI)
+@pytest.fixture(scope="module")
+def ci_runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
+    """``SEEDS_CI`` summaries of every table, by table name."""
+    return once_per_run(
+        f"describe-realdata-{SEEDS_CI}",
+        lambda: {table.name: summaries(table, SEEDS_CI) for table in TABLES},
+        tmp_path_factory,
+    )
 
 
-def test_counts_and_rows_cover_the_truth() -> None:
+def test_counts_and_rows_cover_the_truth(ci_runs: Runs) -> None:
     # Counts of values and the row count are exact integer statistics with discrete
     # noise: their intervals are exact, whatever the data.
     found = [
         i
         for table in TABLES
-        for summary in _ci_runs()[table.name]
+        for summary in ci_runs[table.name]
         for i in intervals(table, summary)
         if i.statistic in ("count", "rows")
     ]
     assert_coverage(found)
 
 
-def test_means_cover_the_truth_or_are_flagged() -> None:
+def test_means_cover_the_truth_or_are_flagged(ci_runs: Runs) -> None:
     found = [
         i
         for table in TABLES
-        for summary in _ci_runs()[table.name]
+        for summary in ci_runs[table.name]
         for i in intervals(table, summary)
         if i.statistic == "mean" or i.statistic.startswith("share")
     ]
     assert_coverage(found, flags_count=True)
 
 
-def test_releases_of_a_column_are_consistent() -> None:
+def test_releases_of_a_column_are_consistent(ci_runs: Runs) -> None:
     problems = [
         f"{table.name}.{p}"
         for table in TABLES
-        for summary in _ci_runs()[table.name]
+        for summary in ci_runs[table.name]
         for p in inconsistencies(summary)
     ]
     assert not problems, problems[:12]
 
 
-def test_not_integer_counts_cover_the_truth() -> None:
+def test_not_integer_counts_cover_the_truth(ci_runs: Runs) -> None:
     # The integer check of DOUBLE columns with few integers in their range: a noisy
     # count of the values that are not integers, whose intervals must cover.
     found = [
         i
         for table in TABLES
-        for summary in _ci_runs()[table.name]
+        for summary in ci_runs[table.name]
         for i in intervals(table, summary)
         if i.statistic == "not integers"
     ]
@@ -305,7 +311,7 @@ DOUBLE_CODES = {
 }
 
 
-def test_integer_valued_doubles_get_counts_per_value() -> None:
+def test_integer_valued_doubles_get_counts_per_value(ci_runs: Runs) -> None:
     # Issue 14, item 4: binary and low-cardinality columns are detected from the schema
     # and private releases (the range, a noisy count of non-integer values), so the
     # 0/1 DOUBLE columns of MEPS get a share and counts per value, not percentiles;
@@ -313,7 +319,7 @@ def test_integer_valued_doubles_get_counts_per_value() -> None:
     # their percentiles.
     for name, wanted in DOUBLE_CODES.items():
         frame = frame_of(name)
-        for summary in _ci_runs()[name]:
+        for summary in ci_runs[name]:
             columns = {c.name: c for c in summary.columns}
             for column_name in wanted:
                 column = columns[column_name]
@@ -330,9 +336,9 @@ def test_integer_valued_doubles_get_counts_per_value() -> None:
                 assert "p50" in {s.name for s in columns["yrs_married"].statistics}
 
 
-def test_every_table_is_summarised_within_its_budget() -> None:
+def test_every_table_is_summarised_within_its_budget(ci_runs: Runs) -> None:
     for table in TABLES:
-        for summary in _ci_runs()[table.name]:
+        for summary in ci_runs[table.name]:
             assert summary.columns, table.name
             spent = summary.budget
             assert isinstance(spent, dp.ZCDP | dp.PureDP | dp.ApproxDP)
@@ -349,10 +355,10 @@ def test_full_run_coverage_and_consistency(table: Table) -> None:
     assert not [p for s in runs for p in inconsistencies(s)]
 
 
-def test_the_truth_is_computed_from_the_table() -> None:
+def test_the_truth_is_computed_from_the_table(ci_runs: Runs) -> None:
     # The harness itself: a planted wrong truth is caught by the coverage check.
     table = TABLES[4]
-    found = [i for s in _ci_runs()[table.name] for i in intervals(table, s)]
+    found = [i for s in ci_runs[table.name] for i in intervals(table, s)]
     counts = [i for i in found if i.statistic == "count"]
     shifted = [
         Interval(i.table, i.column, i.statistic, i.low, i.high, i.confidence, i.truth + 1000)
@@ -400,23 +406,23 @@ def median_ranks(table: Table, summary: DatasetSummary) -> list[Interval]:
     return out
 
 
-def test_released_medians_are_within_their_stated_rank_accuracy() -> None:
+def test_released_medians_are_within_their_stated_rank_accuracy(ci_runs: Runs) -> None:
     found = [
         i
         for table in TABLES
-        for summary in _ci_runs()[table.name]
+        for summary in ci_runs[table.name]
         for i in median_ranks(table, summary)
     ]
     assert_coverage(found)
 
 
-def test_a_median_above_a_tie_block_states_its_grid_rounding() -> None:
+def test_a_median_above_a_tie_block_states_its_grid_rounding(ci_runs: Runs) -> None:
     # randhie's disea: 2,375 of 20,190 values (ranks 0.47 to 0.59) sit at 10.57626, on
     # no point of the 0.01 grid over the range [0, 64); the data snap to 10.58, and so
     # does the released median, whose raw-data rank is 0.59 (outside 5%). The rank
     # statement is for the data rounded to the grid and says so next to the median.
     data = frame_of("randhie")["disea"].to_numpy(dtype=float)
-    for summary in _ci_runs()["randhie"]:
+    for summary in ci_runs["randhie"]:
         column = next(c for c in summary.columns if c.name == "disea")
         median = next(s for s in column.statistics if s.name == "p50")
         assert 0.0 < median.rounding <= 0.005 + 1e-12

@@ -17,7 +17,8 @@ they are withheld) with seeded generators, checked against the truth pandas comp
 * at most 5% of the budget goes to columns that release nothing.
 
 CI runs ``SEEDS_CI`` seeds (digits at epsilon 1 only); ``pytest --runslow`` runs
-``SEEDS_FULL`` seeds of everything.
+``SEEDS_FULL`` seeds of everything. The summaries are computed once per test run, also
+when the tests are split between pytest-xdist workers (:func:`tests._once.once_per_run`).
 """
 
 from __future__ import annotations
@@ -29,8 +30,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import pandas as pd
 import pytest
 from scipy.stats import binom
+from tests._once import once_per_run
 
 import dpkit as dp
 from dpkit.analytics._describe_stages import WITHHOLD_FRACTION
@@ -57,10 +60,16 @@ TABLES = _tables()
 
 
 @cache
+def _frame(name: str) -> pd.DataFrame:
+    # Loaded once per process: by the summaries and by the ``tables`` fixture.
+    return TABLES.TABLES[name]()
+
+
+@cache
 def _runs(seeds: int, full: bool) -> tuple[tuple[str, DatasetSummary, dict[str, Any]], ...]:
     out = []
-    for name, load in TABLES.TABLES.items():
-        frame = load()
+    for name in TABLES.TABLES:
+        frame = _frame(name)
         truth = TABLES.truth(frame)
         # The default run summarises the 65-column table at epsilon 1 only (its wide-table
         # checks: withheld statistics, budget on columns that release nothing); the
@@ -75,13 +84,18 @@ def _runs(seeds: int, full: bool) -> tuple[tuple[str, DatasetSummary, dict[str, 
 
 @pytest.fixture(scope="module")
 def tables() -> dict[str, Any]:
-    return {name: load() for name, load in TABLES.TABLES.items()}
+    return {name: _frame(name) for name in TABLES.TABLES}
 
 
 @pytest.fixture(scope="module")
-def runs(request: pytest.FixtureRequest) -> tuple[tuple[str, DatasetSummary, dict[str, Any]], ...]:
+def runs(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[tuple[str, DatasetSummary, dict[str, Any]], ...]:
     full = bool(request.config.getoption("--runslow"))
-    return _runs(SEEDS_FULL if full else SEEDS_CI, full)
+    seeds = SEEDS_FULL if full else SEEDS_CI
+    return once_per_run(
+        f"describe-small-tables-{seeds}-{full}", lambda: _runs(seeds, full), tmp_path_factory
+    )
 
 
 def _released_nothing(column: ColumnSummary) -> bool:
