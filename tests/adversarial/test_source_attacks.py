@@ -240,18 +240,26 @@ def test_a_python_udf_is_evaluated_once_and_is_no_oracle(spark: Any, tmp_path: P
 
     # A lambda: PySpark reads a function's type hints as a pandas UDF's signature.
     age = functions.udf(lambda text: parse(text), IntegerType())
+    # The UDF's call count when each creation starts and when it has returned: check()
+    # runs a Session's queries between its creation and the next one (or the end).
+    counts: list[tuple[str, int]] = []
 
     def open_session(data: list[tuple[str, float, str]], ledger: Path) -> dp.Session:
+        counts.append(("start", calls.value))
         frame = spark_staff(caller, data).select("name", "salary", age("age_raw").alias("age"))
-        return dp.Session.from_spark(frame, budget=dp.PureDP(1.0), ledger=ledger, rng=0)
+        session = dp.Session.from_spark(frame, budget=dp.PureDP(1.0), ledger=ledger, rng=0)
+        counts.append(("created", calls.value))
+        return session
 
     check(open_session, tmp_path)
-    # Materialised at creation: the analyst's queries never call the curator's UDF.
-    session = open_session(rows((52_000.0, GOOD)), tmp_path / "again")
-    before = calls.value
-    for query in queries():
-        session.evaluate(query, budget=TINY)
-    assert calls.value == before
+    counts.append(("end", calls.value))
+    # Materialised at creation (which calls the UDF): the analyst's queries, on every
+    # total neighbour, never call the curator's UDF.
+    created = [i for i, (event, _) in enumerate(counts) if event == "created"]
+    assert len(created) == len(TOTAL_NEIGHBOURS)
+    for i in created:
+        assert counts[i][1] > counts[i - 1][1], "the creation did not evaluate the UDF"
+        assert counts[i + 1][1] == counts[i][1], "a query called the curator's UDF"
 
 
 def test_parquet_read_with_rebase_exception_fails_at_creation_not_in_a_query(

@@ -41,9 +41,20 @@ def staff(salary_of_alice: float | None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["name", "region", "salary", "clicks", "visits"])
 
 
-def transcript(spark: Any, frame: pd.DataFrame, queries: list[Query]) -> list[str]:
+#: Alice's salary on each neighbouring table (None: her row is absent).
+NEIGHBOURS = (52_000.0, 30_000.0, None)
+
+
+@pytest.fixture(scope="module")
+def neighbours(spark: Any) -> list[Any]:
+    """The neighbouring tables as Spark DataFrames, made once for the module: each
+    Session still copies its DataFrame (``materialise``) as it would a user's."""
+    return [spark.createDataFrame(staff(salary)) for salary in NEIGHBOURS]
+
+
+def transcript(dataframe: Any, queries: list[Query]) -> list[str]:
     """Per query, 'ok' or the exception's type and text; then the budget spent."""
-    session = dp.Session.from_spark(spark.createDataFrame(frame), budget=dp.PureDP(1.0), rng=0)
+    session = dp.Session.from_spark(dataframe, budget=dp.PureDP(1.0), rng=0)
     seen = []
     for query in queries:
         try:
@@ -55,8 +66,8 @@ def transcript(spark: Any, frame: pd.DataFrame, queries: list[Query]) -> list[st
     return seen
 
 
-def neighbours_agree(spark: Any, queries: list[Query]) -> list[str]:
-    runs = [transcript(spark, staff(s), queries) for s in (52_000.0, 30_000.0, None)]
+def neighbours_agree(neighbours: list[Any], queries: list[Query]) -> list[str]:
+    runs = [transcript(dataframe, queries) for dataframe in neighbours]
     assert runs[0] == runs[1] == runs[2]
     return runs[0]
 
@@ -75,11 +86,11 @@ LIKE_ATTACKS = {
 
 
 @pytest.mark.parametrize("attack", list(LIKE_ATTACKS))
-def test_like_pattern_from_a_row_is_no_oracle(spark: Any, attack: str) -> None:
+def test_like_pattern_from_a_row_is_no_oracle(neighbours: list[Any], attack: str) -> None:
     queries = [
         Query().filter(LIKE_ATTACKS[attack].format(t=t)).count() for t in (0, 45_000, 60_000)
     ]
-    seen = neighbours_agree(spark, queries)
+    seen = neighbours_agree(neighbours, queries)
     # A pattern that is not a literal would run as a Java regular expression compiled per
     # row, which backtracks (a timing side channel, issue 27): refused on Spark before
     # the charge, on every table alike (tests/adversarial/test_timing_attacks.py).
@@ -87,12 +98,14 @@ def test_like_pattern_from_a_row_is_no_oracle(spark: Any, attack: str) -> None:
     assert seen[-1] == f"spent {dp.PureDP(0.0)!r}"
 
 
-def test_like_on_a_column_holding_a_backslash_does_not_fail(spark: Any) -> None:
+def test_like_on_a_column_holding_a_backslash_does_not_fail(
+    spark: Any, neighbours: list[Any]
+) -> None:
     # The honest analyst's `name LIKE name` on a table where one name ends with '\'.
     frame = staff(52_000.0)
     frame.loc[0, "name"] = "alice\\"
     query = [Query().filter("name LIKE name").count()]
-    assert transcript(spark, frame, query) == transcript(spark, staff(52_000.0), query)
+    assert transcript(spark.createDataFrame(frame), query) == transcript(neighbours[0], query)
 
 
 # ------------------------------------------------------------------ signs of numbers
@@ -108,11 +121,11 @@ SIGN_ATTACKS = {
 
 
 @pytest.mark.parametrize("attack", list(SIGN_ATTACKS))
-def test_decimal_sign_is_no_oracle(spark: Any, attack: str) -> None:
+def test_decimal_sign_is_no_oracle(neighbours: list[Any], attack: str) -> None:
     queries = [
         Query().filter(SIGN_ATTACKS[attack].format(t=t)).count() for t in (0, 45_000, 60_000)
     ]
-    seen = neighbours_agree(spark, queries)
+    seen = neighbours_agree(neighbours, queries)
     assert all(outcome == "ok" for outcome in seen[:-1])
 
 
@@ -145,16 +158,22 @@ def extreme_rows() -> pd.DataFrame:
     )
 
 
-def row_values(session: dp.Session, expression: str) -> list[Any]:
-    """The expression's value on each row, as dpkit runs it (a Decimal stays exact)."""
+def row_values(session: dp.Session, *expressions: str) -> list[list[Any]]:
+    """Each expression's values on the rows, as dpkit runs it (a Decimal stays exact);
+    several expressions are columns of one statement (a Spark statement costs most of a
+    second, whatever its size), each computed as it would be alone."""
     from dpkit.analytics._expr import validate_expression
 
     engine = session._engine
-    total = validate_expression(expression, session.columns, "test")
-    rows = engine._execute(
-        f"SELECT k, ({engine.expression(total)}) FROM {engine.relation} ORDER BY k"
+    columns = ", ".join(
+        f"({engine.expression(validate_expression(e, session.columns, 'test'))})"
+        for e in expressions
     )
-    return [("NaN" if row[1] != row[1] else row[1]) for row in rows]
+    rows = engine._execute(f"SELECT k, {columns} FROM {engine.relation} ORDER BY k")
+    return [
+        [("NaN" if row[j] != row[j] else row[j]) for row in rows]
+        for j in range(1, len(expressions) + 1)
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -205,6 +224,13 @@ KNOWN_DIFFERENCES = {
 }
 
 
+@pytest.fixture(scope="module")
+def on_spark(both: tuple[dp.Session, dp.Session]) -> dict[str, list[Any]]:
+    """Every case's values on Spark, from one statement (DuckDB's are per case)."""
+    cases = {**PARITY, **KNOWN_DIFFERENCES}
+    return dict(zip(cases, row_values(both[1], *cases.values()), strict=True))
+
+
 @pytest.mark.parametrize(
     "case",
     [
@@ -219,11 +245,11 @@ KNOWN_DIFFERENCES = {
     ],
 )
 def test_expression_values_are_duckdb_values(
-    both: tuple[dp.Session, dp.Session], case: str
+    both: tuple[dp.Session, dp.Session], on_spark: dict[str, list[Any]], case: str
 ) -> None:
-    duck, sparked = both
+    duck, _ = both
     expression = PARITY.get(case) or KNOWN_DIFFERENCES[case]
-    assert row_values(sparked, expression) == row_values(duck, expression)
+    assert on_spark[case] == row_values(duck, expression)[0]
 
 
 # ------------------------------------------------------------------ keys out of Python's range
@@ -233,16 +259,16 @@ def test_expression_values_are_duckdb_values(
 # so a derived key that leaves Python's range on one row only fails on that table.
 
 
-def test_private_keys_past_year_9999_are_no_oracle(spark: Any) -> None:
+def test_private_keys_past_year_9999_are_no_oracle(neighbours: list[Any]) -> None:
     probe = (
         "CASE WHEN name = 'alice' AND salary >= {t} THEN DATE '9999-12-31' + INTERVAL 1 DAY "
         "ELSE DATE '2000-01-01' END"
     )
     budget = dp.ApproxDP(0.1, 1e-5)
 
-    def run(frame: pd.DataFrame) -> list[str]:
+    def run(dataframe: Any) -> list[str]:
         session = dp.Session.from_spark(
-            spark.createDataFrame(frame), privacy_unit="name", budget=dp.ApproxDP(10, 1e-3), rng=0
+            dataframe, privacy_unit="name", budget=dp.ApproxDP(10, 1e-3), rng=0
         )
         seen = []
         for t in (0, 45_000, 60_000):
@@ -260,7 +286,8 @@ def test_private_keys_past_year_9999_are_no_oracle(spark: Any) -> None:
                 seen.append(f"{type(err).__name__}: {err}")
         return [*seen, f"spent {session.spent!r}"]
 
-    assert run(staff(52_000.0)) == run(staff(30_000.0)) == run(staff(None))
+    first, second, absent = (run(dataframe) for dataframe in neighbours)
+    assert first == second == absent
 
 
 # ------------------------------------------------------------------ stderr
@@ -289,8 +316,12 @@ def test_failing_statement_is_not_printed_on_stderr(
 
 
 def hashes_on_both(
-    spark: Any, sql_type: str, spark_type: Any, values: list[Any], zone: str | None = None
-) -> list[Any]:
+    spark: Any, cases: list[tuple[str, Any, list[Any]]], zone: str | None = None
+) -> list[tuple[list[int], list[int]]]:
+    """Per case (SQL type, Spark type, values): the values' hashes on DuckDB and on
+    Spark. The cases are the columns of one table (padded with NULLs to the longest)
+    and one statement per engine -- a Spark table and a statement cost most of a second
+    each, whatever their size -- each column's hash the SQL it would have alone."""
     import duckdb
 
     from dpkit.analytics.engines._hash import KeyedHash, TypedPart
@@ -298,29 +329,46 @@ def hashes_on_both(
     from dpkit.analytics.engines.spark import SparkEngine
 
     salt = 20261125
+    length = max(len(values) for _, _, values in cases)
+    rows = [
+        (i, *(values[i] if i < len(values) else None for _, _, values in cases))
+        for i in range(length)
+    ]
+    columns = range(len(cases))
+
+    def hashes(engine: Any, quote: str, relation: str) -> str:
+        keyed = KeyedHash(salt, engine.hash_dialect())
+        linears = ", ".join(
+            f"{keyed.linear([TypedPart(f'{quote}v{j}{quote}', cases[j][0])])} AS h{j}"
+            for j in columns
+        )
+        finished = ", ".join(keyed.finish(f"h{j}") for j in columns)
+        return f"SELECT {finished} FROM (SELECT i, {linears} FROM {relation}) AS s ORDER BY i"
+
     connection = duckdb.connect()
-    connection.execute(f"CREATE TABLE t (i INTEGER, v {sql_type})")
-    connection.executemany("INSERT INTO t VALUES (?, ?)", list(enumerate(values)))
-    duck = DuckDBEngine(connection, "t")
-    keyed = KeyedHash(salt, duck.hash_dialect())
-    linear = keyed.linear([TypedPart('"v"', sql_type)])
-    on_duckdb = connection.execute(
-        f"SELECT {keyed.finish('h')} FROM (SELECT i, {linear} AS h FROM t) ORDER BY i"
-    ).fetchall()
+    typed = ", ".join(f"v{j} {cases[j][0]}" for j in columns)
+    connection.execute(f"CREATE TABLE t (i INTEGER, {typed})")
+    marks = ", ".join("?" for _ in range(len(cases) + 1))
+    connection.executemany(f"INSERT INTO t VALUES ({marks})", rows)
+    on_duckdb = connection.execute(hashes(DuckDBEngine(connection, "t"), '"', "t")).fetchall()
 
     from pyspark.sql import types as T  # noqa: N812 - PySpark's own convention
 
-    schema = T.StructType([T.StructField("i", T.IntegerType()), T.StructField("v", spark_type)])
-    engine = SparkEngine(spark.createDataFrame(list(enumerate(values)), schema))
+    schema = T.StructType(
+        [T.StructField("i", T.IntegerType())]
+        + [T.StructField(f"v{j}", cases[j][1]) for j in columns]
+    )
+    engine = SparkEngine(spark.createDataFrame(rows, schema))
     if zone is not None:  # the time zone dpkit's session would start with on a cluster
         engine._spark.conf.set("spark.sql.session.timeZone", zone)
-    keyed = KeyedHash(salt, engine.hash_dialect())
-    linear = keyed.linear([TypedPart("`v`", sql_type)])
-    on_spark = engine._execute(
-        f"SELECT {keyed.finish('h')} FROM (SELECT i, {linear} AS h FROM {engine.relation}) "
-        "AS s ORDER BY i"
-    )
-    return [[int(r[0]) for r in on_duckdb], [int(r[0]) for r in on_spark]]
+    on_spark = engine._execute(hashes(engine, "`", engine.relation))
+    return [
+        (
+            [int(row[j]) for row in on_duckdb[: len(cases[j][2])]],
+            [int(row[j]) for row in on_spark[: len(cases[j][2])]],
+        )
+        for j in columns
+    ]
 
 
 @pytest.mark.xfail(strict=True, reason="a known difference (docs/spark.md)")
@@ -332,7 +380,7 @@ def test_decimals_of_many_places_hash_alike(spark: Any) -> None:
     from pyspark.sql import types as T  # noqa: N812
 
     values = [Decimal("0.0000000001"), Decimal("0"), Decimal("-1.5"), Decimal("12345.0000001")]
-    duck, sparked = hashes_on_both(spark, "DECIMAL(38,10)", T.DecimalType(38, 10), values)
+    [(duck, sparked)] = hashes_on_both(spark, [("DECIMAL(38,10)", T.DecimalType(38, 10), values)])
     assert sparked == duck
 
 
@@ -351,8 +399,7 @@ def test_floats_smallints_and_timestamps_hash_alike(spark: Any) -> None:
         ),
         ("VARCHAR", T.StringType(), ["a\x00b", "\x00", "e\u0301", "\ufeff", "İ"]),
     ]
-    for sql_type, spark_type, values in cases:
-        duck, sparked = hashes_on_both(spark, sql_type, spark_type, values)
+    for (sql_type, _, _), (duck, sparked) in zip(cases, hashes_on_both(spark, cases), strict=True):
         assert sparked == duck, sql_type
 
 
@@ -367,8 +414,8 @@ def test_wall_clock_timestamps_hash_alike_whatever_the_session_time_zone(spark: 
     values = [dt.datetime(2020, 1, 1, 12), dt.datetime(2021, 7, 1, 0, 30)]
     # dpkit's session is a newSession() of the caller's: it starts from the
     # application's default time zone (the driver JVM's, or spark.sql.session.timeZone).
-    duck, sparked = hashes_on_both(
-        spark, "TIMESTAMP", T.TimestampNTZType(), values, zone="America/New_York"
+    [(duck, sparked)] = hashes_on_both(
+        spark, [("TIMESTAMP", T.TimestampNTZType(), values)], zone="America/New_York"
     )
     assert sparked == duck
 
@@ -380,7 +427,7 @@ def test_wall_clock_timestamps_hash_alike_whatever_the_session_time_zone(spark: 
 # binding; the long value is the analyst's own literal, chosen by a secret predicate.
 
 
-def test_regex_with_a_repeated_group_is_no_oracle(spark: Any) -> None:
+def test_regex_with_a_repeated_group_is_no_oracle(neighbours: list[Any]) -> None:
     long = "a" * 50_000
     queries = [
         Query()
@@ -391,7 +438,7 @@ def test_regex_with_a_repeated_group_is_no_oracle(spark: Any) -> None:
         .count()
         for t in (0, 45_000, 60_000)
     ]
-    seen = neighbours_agree(spark, queries)
+    seen = neighbours_agree(neighbours, queries)
     assert seen[-1] == f"spent {dp.PureDP(0.0)!r}" or all(o == "ok" for o in seen[:-1])
 
 
@@ -423,9 +470,9 @@ ORACLES = {
 
 
 @pytest.mark.parametrize("attack", list(ORACLES))
-def test_duckdb_oracle_answers_the_same_on_neighbours(spark: Any, attack: str) -> None:
+def test_duckdb_oracle_answers_the_same_on_neighbours(neighbours: list[Any], attack: str) -> None:
     queries = [Query().filter(ORACLES[attack].format(t=t)).count() for t in (0, 45_000, 60_000)]
-    seen = neighbours_agree(spark, queries)
+    seen = neighbours_agree(neighbours, queries)
     assert all(outcome == "ok" for outcome in seen[:-1])
 
 

@@ -74,7 +74,11 @@ def duckdb_hashes(type_name: str, values: list[Any]) -> list[int]:
     return [int(h) for _, h in rows]
 
 
-def spark_hashes(spark: Any, type_name: str, values: list[Any]) -> list[int]:
+def spark_hashes(spark: Any) -> dict[str, list[int]]:
+    """Every type's hashes on Spark: one table with a column per type (padded with NULLs
+    to the longest list) and one statement, instead of a table and a statement per type
+    (each costs Spark most of a second, whatever its size). Each column's hash is the SQL
+    it would have alone; each type's test compares its own column."""
     from pyspark.sql import types as T  # noqa: N812 - PySpark's own convention
 
     spark_types = {
@@ -82,18 +86,33 @@ def spark_hashes(spark: Any, type_name: str, values: list[Any]) -> list[int]:
         "DATE": T.DateType(), "BOOLEAN": T.BooleanType(), "DECIMAL(10,2)": T.DecimalType(10, 2),
         "BLOB": T.BinaryType(),
     }  # fmt: skip
+    names = list(VALUES)
     schema = T.StructType(
-        [T.StructField("i", T.IntegerType()), T.StructField("v", spark_types[type_name])]
+        [T.StructField("i", T.IntegerType())]
+        + [T.StructField(f"v{j}", spark_types[name]) for j, name in enumerate(names)]
     )
-    frame = spark.createDataFrame(list(enumerate(values)), schema)
-    engine = SparkEngine(frame)
+    length = max(len(values) for values in VALUES.values())
+    table = [
+        (i, *(values[i] if i < len(values) else None for values in VALUES.values()))
+        for i in range(length)
+    ]
+    engine = SparkEngine(spark.createDataFrame(table, schema))
     keyed = KeyedHash(SALT, engine.hash_dialect())
-    linear = keyed.linear([TypedPart("`v`", type_name)])
-    rows = engine._execute(
-        f"SELECT i, {keyed.finish('h')} FROM (SELECT i, {linear} AS h FROM {engine.relation}) "
-        "AS s ORDER BY i"
+    linears = ", ".join(
+        f"{keyed.linear([TypedPart(f'`v{j}`', name)])} AS h{j}" for j, name in enumerate(names)
     )
-    return [int(h) for _, h in rows]
+    finished = ", ".join(keyed.finish(f"h{j}") for j in range(len(names)))
+    rows = engine._execute(
+        f"SELECT i, {finished} FROM (SELECT i, {linears} FROM {engine.relation}) AS s ORDER BY i"
+    )
+    return {
+        name: [int(row[1 + j]) for row in rows[: len(VALUES[name])]] for j, name in enumerate(names)
+    }
+
+
+@pytest.fixture(scope="module")
+def on_spark(spark: Any) -> dict[str, list[int]]:
+    return spark_hashes(spark)
 
 
 def test_sql_hash_of_integers_is_the_python_definition() -> None:
@@ -103,10 +122,10 @@ def test_sql_hash_of_integers_is_the_python_definition() -> None:
 
 
 @pytest.mark.parametrize("type_name", list(VALUES))
-def test_both_engines_compute_the_same_hash(spark: Any, type_name: str) -> None:
+def test_both_engines_compute_the_same_hash(on_spark: dict[str, list[int]], type_name: str) -> None:
     values = VALUES[type_name]
     on_duckdb = duckdb_hashes(type_name, values)
-    assert on_duckdb == spark_hashes(spark, type_name, values)
+    assert on_duckdb == on_spark[type_name]
     assert all(0 <= h < P for h in on_duckdb)
     if type_name not in ("DOUBLE",):  # -0.0 and 0.0 are one value
         assert len(set(on_duckdb)) == len(values)
