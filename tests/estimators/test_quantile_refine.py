@@ -118,15 +118,19 @@ def test_cell_lower_bound_never_exceeds_the_loss(q, neighbouring):
 # --------------------------------------------------------------------- exactness
 
 
+# The sampler has two paths, near cells (default threshold) and far cells with
+# rejection (threshold 0); the neighbouring relation only changes the loss it is given.
+# The default run keeps one case per path, between them both relations; the other two
+# combinations run under ``--runslow``.
 @pytest.mark.parametrize(
     ("q", "neighbouring", "threshold"),
     [
-        (0.5, "add_remove", None),
-        (0.3, "replace", None),
-        (0.5, "add_remove", 0),  # most mass proposed by far cells, then rejection
-        (0.9, "replace", 0),
+        pytest.param(0.5, "add_remove", None, id="median", marks=pytest.mark.slow),
+        pytest.param(0.3, "replace", None, id="q0.3-replace"),
+        # most mass proposed by far cells, then rejection
+        pytest.param(0.5, "add_remove", 0, id="median-far-cells"),
+        pytest.param(0.9, "replace", 0, id="q0.9-replace-far-cells", marks=pytest.mark.slow),
     ],
-    ids=["median", "q0.3-replace", "median-far-cells", "q0.9-replace-far-cells"],
 )
 def test_samples_follow_the_exact_target(q, neighbouring, threshold, monkeypatch):
     calls = {"far": 0, "rejected": 0}

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 from collections import deque
+from collections.abc import Sequence
 from fractions import Fraction
 
 import numpy as np
@@ -24,39 +26,58 @@ from dpkit.testing import seeded
 # dataset having y among its q-quantiles.
 
 
-def order_statistic_index(counts: tuple[int, ...], rank: int) -> int:
-    seen = 0
-    for index, c in enumerate(counts):
-        seen += c
-        if seen >= rank:
-            return index
-    raise AssertionError("unreachable")
+def order_statistic_index(cumulative: Sequence[int], rank: int) -> int:
+    """The grid index of the ``rank``-th smallest record: the first index whose
+    cumulative count reaches ``rank`` (``cumulative`` lists the running totals)."""
+    return bisect.bisect_left(cumulative, rank)
 
 
-def quantile_indices(counts: tuple[int, ...], q: Fraction) -> range:
-    n = sum(counts)
-    if n == 0:
-        return range(0)
-    lo = max(1, math.ceil(q * n))
-    hi = min(n, math.floor(q * n) + 1)
-    return range(order_statistic_index(counts, lo), order_statistic_index(counts, hi) + 1)
+def quantile_ranks(q: Fraction, n: int) -> tuple[int, int]:
+    return max(1, math.ceil(q * n)), min(n, math.floor(q * n) + 1)
 
 
-def brute_force_loss(counts: tuple[int, ...], q: Fraction, neighbouring: str) -> list[int]:
+def brute_force_losses(
+    counts: tuple[int, ...], levels: Sequence[Fraction], neighbouring: str
+) -> list[list[int]]:
+    """The loss vector at each level, from one breadth-first search.
+
+    The search visits datasets in order of distance whatever the level; only what is
+    recorded at each dataset depends on it. So one search serves all the levels, and
+    gives for each exactly what a search for that level alone gives.
+    """
     size = len(counts)
-    best: list[int | None] = [None] * size
+    best: list[list[int | None]] = [[None] * size for _ in levels]
+    missing = [size] * len(levels)  # per level: grid points whose loss is not yet known
+    # The ranks of each level by number of records (Fraction arithmetic, once per n
+    # rather than once per dataset visited).
+    ranks: dict[int, list[tuple[int, int]]] = {}
     seen = {counts}
     queue = deque([(counts, 0)])
-    while queue and any(b is None for b in best):
+    while queue and any(missing):
         state, dist = queue.popleft()
-        for index in quantile_indices(state, q):
-            if best[index] is None:
-                best[index] = dist
+        n = sum(state)
+        if n > 0:  # the empty dataset has no quantile
+            if n not in ranks:
+                ranks[n] = [quantile_ranks(q, n) for q in levels]
+            cumulative = list(itertools.accumulate(state))
+            for k, (lo, hi) in enumerate(ranks[n]):
+                if not missing[k]:
+                    continue  # this level is done
+                first = order_statistic_index(cumulative, lo)
+                last = order_statistic_index(cumulative, hi)
+                for index in range(first, last + 1):  # the q-quantiles of this dataset
+                    if best[k][index] is None:
+                        best[k][index] = dist
+                        missing[k] -= 1
         for nxt in _moves(state, neighbouring):
             if nxt not in seen:
                 seen.add(nxt)
                 queue.append((nxt, dist + 1))
-    return [int(b) if b is not None else -1 for b in best]
+    return [[int(b) if b is not None else -1 for b in level_best] for level_best in best]
+
+
+def brute_force_loss(counts: tuple[int, ...], q: Fraction, neighbouring: str) -> list[int]:
+    return brute_force_losses(counts, [q], neighbouring)[0]
 
 
 def _moves(state: tuple[int, ...], neighbouring: str) -> list[tuple[int, ...]]:
@@ -100,12 +121,13 @@ def test_loss_matches_breadth_first_search(neighbouring):
     # Every dataset of at most 6 records on a 4-point grid, 11 levels: the closed form
     # equals the shortest path to a dataset whose quantile is y.
     checked = 0
+    levels = [rational_level(q) for q in LEVELS]
     for counts in _all_datasets(4, 6):
         if neighbouring == "replace" and sum(counts) == 0:
             continue  # no replacement neighbours
-        for q in LEVELS:
-            level = rational_level(q)
-            expected = brute_force_loss(counts, Fraction(*level), neighbouring)
+        # One search for the 11 levels (the same losses as one search per level).
+        searched = brute_force_losses(counts, [Fraction(*level) for level in levels], neighbouring)
+        for q, level, expected in zip(LEVELS, levels, searched, strict=True):
             got = quantile_loss(np.array(counts, dtype=np.int64), level, neighbouring)
             assert got.tolist() == expected, (counts, q)
             checked += 1

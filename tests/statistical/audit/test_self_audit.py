@@ -58,6 +58,7 @@ from dpkit.audit import audit
 from dpkit.estimators import Grid
 from dpkit.mechanisms.subsampled_laplace import SubsampledLaplace
 from dpkit.random import Random
+from dpkit.selection.tree import TreeSelection
 from dpkit.testing import seeded
 
 Batch = Callable[[Any, int, Random], npt.NDArray[Any]]
@@ -490,10 +491,17 @@ def max_ignoring_privacy_unit(data: Any, rng: Random) -> Any:
     return dp.max(values, grid=[1.0, 1e6], epsilon=1.0, rng=rng)
 
 
-def tree_without_halving(losses: Any, rng: Random) -> Any:
+def tree_without_halving(losses: Any, n: int, rng: Random) -> npt.NDArray[Any]:
     """Tree selection whose queries are ``min(left) - min(right)`` (the /2 dropped):
-    sensitivity 2 with noise for 1. Same as the correct tree on doubled losses."""
-    return dp.select_by_tree(2.0 * np.asarray(losses, dtype=float), epsilon=1.0, rng=rng)
+    sensitivity 2 with noise for 1. Same as the correct tree on doubled losses.
+
+    The n releases come from ``TreeSelection.sample_many``, the vectorised form of the
+    walk each ``select_by_tree`` call makes (same law; 100x faster than n calls). The
+    per-call wrapper is audited above, in ``select-by-tree-laplace``.
+    """
+    doubled = 2.0 * np.asarray(losses, dtype=float)
+    mechanism = TreeSelection(doubled.size, epsilon=1.0)
+    return mechanism.sample_many(doubled, n, rng=rng).astype(float)
 
 
 P = 0.1
@@ -543,9 +551,9 @@ BUGS = {
         ),
         3.0,
     ),
-    # Measured 1.66.
+    # Measured 1.51 (1.41 to 1.82 on 20 other seeds).
     "tree-without-halving": (
-        Case(calls(tree_without_halving), [2.0, 1.0], [3.0, 0.0], 1.0, 0.0, "threshold", LOOP),
+        Case(tree_without_halving, [2.0, 1.0], [3.0, 0.0], 1.0, 0.0, "threshold", LOOP),
         1.3,
     ),
     # Measured 4.0.
