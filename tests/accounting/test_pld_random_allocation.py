@@ -19,6 +19,7 @@ tests/golden/references/ and recomputed, bit for bit, under ``--runslow``
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
@@ -40,6 +41,7 @@ from dpkit.accounting import (
     zcdp_rho,
 )
 from dpkit.accounting._math.pld.hockey import hockey_stick
+from dpkit.accounting._math.pld.pmf import LossPmf
 from dpkit.accounting._math.pld.random_allocation import (
     AllocationLaw,
     allocation_gaussian_pmfs,
@@ -240,14 +242,34 @@ def _sample_s(sigma: float, steps: int, n: int, tilted: bool, seed: int) -> np.n
     return total
 
 
+@functools.cache
+def _mc_samples(sigma: float, steps: int) -> tuple[np.ndarray, np.ndarray]:
+    """The draws of ``S`` under P and under Q (fixed seeds), read-only.
+
+    They do not depend on eps: the cases at two epsilons of one sigma share them
+    (2 x 200,000 x ~100 log-normals per case).
+    """
+    n = 200_000
+    s_p = _sample_s(sigma, steps, n, tilted=True, seed=20260225)
+    s_q = _sample_s(sigma, steps, n, tilted=False, seed=20260226)
+    s_p.setflags(write=False)
+    s_q.setflags(write=False)
+    return s_p, s_q
+
+
+@functools.cache
+def _mc_pmfs(sigma: float, steps: int) -> tuple[LossPmf, LossPmf]:
+    """dpkit's (remove, add) PLDs of 1-out-of-``steps`` allocation, shared by the
+    cases at two epsilons of one sigma (a LossPmf is immutable)."""
+    return allocation_gaussian_pmfs(sigma, steps, H)
+
+
 def _mc_deltas(
     sigma: float, steps: int, eps: float
 ) -> tuple[tuple[float, float], tuple[float, float]]:
-    n = 200_000
     g = math.exp(eps)
     # remove: E_P[(1 - g t / S)_+] (bounded in [0, 1]); add: E_Q[(1 - g S / t)_+].
-    s_p = _sample_s(sigma, steps, n, tilted=True, seed=20260225)
-    s_q = _sample_s(sigma, steps, n, tilted=False, seed=20260226)
+    s_p, s_q = _mc_samples(sigma, steps)
     rem = np.maximum(1.0 - g * steps / np.maximum(s_p, 1e-300), 0.0)
     add = np.maximum(1.0 - g * s_q / steps, 0.0)
     return _bernstein(rem, 1e-6), _bernstein(add, 1e-6)
@@ -257,13 +279,13 @@ def _mc_deltas(
 def test_monte_carlo_at_one_hundred_steps(sigma: float, eps: float) -> None:
     steps = 100
     (rem_lo, rem_hi), (add_lo, add_hi) = _mc_deltas(sigma, steps, eps)
-    remove, add = allocation_gaussian_pmfs(sigma, steps, H)
+    remove, add = _mc_pmfs(sigma, steps)
     d_rem, d_add = hockey_stick(remove, eps), hockey_stick(add, eps)
     assert d_rem >= rem_lo and d_add >= add_lo  # never optimistic
     # Tight: at most the upper confidence limit plus 1% (the grids' error is ~1e-4).
     assert d_rem <= 1.01 * rem_hi and d_add <= 1.01 * add_hi
     # Power: analysing 1-out-of-200 (twice the amplification) is caught as optimistic.
-    wrong_remove, _ = allocation_gaussian_pmfs(sigma, 2 * steps, H)
+    wrong_remove, _ = _mc_pmfs(sigma, 2 * steps)
     assert hockey_stick(wrong_remove, eps) < rem_lo
 
 
@@ -282,47 +304,65 @@ _RA_PLD = [
 ]
 
 
+@functools.lru_cache(maxsize=1)
+def _allocation_accountant(sigma: float, t: int, k: int, epochs: int) -> PLDAccountant:
+    """``epochs`` epochs of k-out-of-t allocation (only queried, never composed onto);
+    the last one is kept for a test that reads it at a second delta."""
+    return PLDAccountant().compose(RandomAllocationGaussianEvent(sigma, t, k), count=epochs)
+
+
+@functools.cache
+def _allocation_epsilon(sigma: float, t: int, k: int, epochs: int, delta: float) -> float:
+    """The PLD accountant's epsilon of ``epochs`` epochs of k-out-of-t allocation, once
+    per process: the golden rows, the comparisons and the dpsgd_epsilon check below
+    read several of the same ones (each composition and query takes ~1 s)."""
+    return _allocation_accountant(sigma, t, k, epochs).get_epsilon(delta)
+
+
 @pytest.mark.parametrize(("sigma", "t", "k", "epochs", "delta", "lower", "upper"), _RA_PLD)
 def test_golden_values_of_ra_pld(
     sigma: float, t: int, k: int, epochs: int, delta: float, lower: float, upper: float
 ) -> None:
-    event = RandomAllocationGaussianEvent(sigma, t, k)
-    eps = PLDAccountant().compose(event, count=epochs).get_epsilon(delta)
+    eps = _allocation_epsilon(sigma, t, k, epochs, delta)
     assert lower <= eps <= upper  # never below RA_PLD's certified lower bound
     # Power: twice or half the steps per epoch (k = 1) leaves the interval.
     if k == 1:
-        more = PLDAccountant().compose(RandomAllocationGaussianEvent(sigma, 2 * t), count=epochs)
-        fewer = PLDAccountant().compose(RandomAllocationGaussianEvent(sigma, t // 2), count=epochs)
-        assert more.get_epsilon(delta) < lower and fewer.get_epsilon(delta) > upper
+        more = _allocation_epsilon(sigma, 2 * t, 1, epochs, delta)
+        fewer = _allocation_epsilon(sigma, t // 2, 1, epochs, delta)
+        assert more < lower and fewer > upper
 
 
 # ----------------------------------------------------------------- (d) comparisons
+
+
+@functools.cache
+def _gaussian_epsilon(sigma: float, epochs: int, delta: float) -> float:
+    """One unsubsampled Gaussian step per epoch: the same for both ``steps`` below."""
+    return PLDAccountant().compose(GaussianEvent(sigma), count=epochs).get_epsilon(delta)
 
 
 @pytest.mark.parametrize("sigma", [0.8, 1.0, 2.0])
 @pytest.mark.parametrize("steps", [100, 1000])
 @pytest.mark.parametrize("epochs", [1, 10])
 def test_no_worse_than_poisson_or_one_gaussian(sigma: float, steps: int, epochs: int) -> None:
-    allocation = PLDAccountant().compose(RandomAllocationGaussianEvent(sigma, steps), count=epochs)
     poisson = PLDAccountant().compose(
         PoissonSampledEvent(GaussianEvent(sigma), 1.0 / steps), count=steps * epochs
     )
-    gaussian = PLDAccountant().compose(GaussianEvent(sigma), count=epochs)
     for delta in (1e-5, 1e-8):
-        eps = allocation.get_epsilon(delta)
+        eps = _allocation_epsilon(sigma, steps, 1, epochs, delta)
         assert eps <= poisson.get_epsilon(delta)
-        assert eps <= gaussian.get_epsilon(delta)
+        assert eps <= _gaussian_epsilon(sigma, epochs, delta)
 
 
 def test_k_out_of_t_sits_between_its_bounds() -> None:
     # k = 10 of t = 100: at most 10 epochs of 1-out-of-10 (Claim 2 with r = 0), and at
     # least one 1-out-of-100 epoch (using a record more often never helps).
     sigma, delta = 3.0, 1e-6
-    k_of_t = PLDAccountant().compose(RandomAllocationGaussianEvent(sigma, 100, 10))
-    blocks = PLDAccountant().compose(RandomAllocationGaussianEvent(sigma, 10), count=10)
-    assert k_of_t.get_epsilon(delta) == pytest.approx(blocks.get_epsilon(delta), rel=1e-9)
-    single = PLDAccountant().compose(RandomAllocationGaussianEvent(sigma, 100))
-    assert single.get_epsilon(delta) < k_of_t.get_epsilon(delta)
+    k_of_t = _allocation_epsilon(sigma, 100, 10, 1, delta)
+    blocks = _allocation_epsilon(sigma, 10, 1, 10, delta)
+    assert k_of_t == pytest.approx(blocks, rel=1e-9)
+    single = _allocation_epsilon(sigma, 100, 1, 1, delta)
+    assert single < k_of_t
     # Uneven blocks: 3 of 10 is 2 blocks of 3 and 1 of 4.
     uneven = PLDAccountant().compose(RandomAllocationGaussianEvent(sigma, 10, 3))
     parts = PLDAccountant().compose(RandomAllocationGaussianEvent(sigma, 3), count=2)
@@ -333,8 +373,7 @@ def test_k_out_of_t_sits_between_its_bounds() -> None:
 def test_dpsgd_epsilon_with_allocation() -> None:
     kwargs = {"sampling_probability": 0.01, "noise_multiplier": 1.0, "delta": 1e-5}
     alloc = dpsgd_epsilon(steps=1000, accountant="pld", sampler="allocation", **kwargs)
-    expected = PLDAccountant().compose(RandomAllocationGaussianEvent(1.0, 100), count=10)
-    assert alloc == expected.get_epsilon(1e-5)
+    assert alloc == _allocation_epsilon(1.0, 100, 1, 10, 1e-5)
     # A partial last epoch is counted as a whole one.
     assert dpsgd_epsilon(steps=950, accountant="pld", sampler="allocation", **kwargs) == alloc
     assert alloc <= dpsgd_epsilon(steps=1000, accountant="pld", **kwargs)

@@ -25,6 +25,7 @@ tests/golden/references/ and recomputed, bit for bit, under ``--runslow``
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import math
 import random
@@ -50,6 +51,7 @@ from dpkit.accounting._math.without_replacement import (
     _gaussian_thm27_terms,
     without_replacement_rdp_curve,
 )
+from dpkit.accounting.pld_bounds import EpsilonInterval
 from dpkit.errors import DPError
 
 # --------------------------------------------------------------------------- helpers
@@ -528,6 +530,17 @@ def _true_epsilon(sigma: float, q: float, delta: float) -> float:
     return math.nextafter(float(hi), math.inf)
 
 
+@functools.cache
+def _dpsgd_bounds(q: float, sigma: float, steps: int, delta: float) -> EpsilonInterval:
+    """dpsgd_epsilon_bounds, once per schedule (an immutable EpsilonInterval): the
+    typical q = 0.01, sigma = 1, 1000 steps is attacked twice below."""
+    from dpkit.accounting.calibrate import dpsgd_epsilon_bounds
+
+    return dpsgd_epsilon_bounds(
+        sampling_probability=q, noise_multiplier=sigma, steps=steps, delta=delta
+    )
+
+
 def _lower(event: object, delta: float, **kw: float) -> float:
     from dpkit.accounting.pld_bounds import epsilon_lower_bound
 
@@ -649,11 +662,7 @@ def test_lower_below_prv_upper_and_dpkit_upper(
     must stay below prv_accountant's eps_upper (itself above the truth) and below
     dpkit's own upper bound."""
     prv = pytest.importorskip("prv_accountant")
-    from dpkit.accounting.calibrate import dpsgd_epsilon_bounds
-
-    bounds = dpsgd_epsilon_bounds(
-        sampling_probability=q, noise_multiplier=sigma, steps=steps, delta=delta
-    )
+    bounds = _dpsgd_bounds(q, sigma, steps, delta)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # prv's deprecation and overflow warnings
         accountant = prv.Accountant(
@@ -689,11 +698,7 @@ def test_lower_bound_is_not_vacuous_where_documented() -> None:
     fraction of a percent' with the defaults). Measured: 0.17% (q=0.01, s=1, 1000
     steps); 23% at q=1e-4, s=1, 10^6 steps; 13% for 10^6 Gaussians of s=50 at 1e-12;
     one step at q=1e-6 gives 1.5e-5 against a true 1.3e-4 at delta=1e-12."""
-    from dpkit.accounting.calibrate import dpsgd_epsilon_bounds
-
-    bounds = dpsgd_epsilon_bounds(
-        sampling_probability=0.01, noise_multiplier=1.0, steps=1000, delta=1e-5
-    )
+    bounds = _dpsgd_bounds(0.01, 1.0, 1000, 1e-5)
     assert bounds.lower > 0.99 * bounds.upper
 
 

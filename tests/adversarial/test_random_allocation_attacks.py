@@ -16,6 +16,7 @@ tests/golden/references/ and recomputed, bit for bit, under ``--runslow``
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import time
@@ -151,9 +152,22 @@ def bernstein_lower(x: np.ndarray, alpha: float) -> float:
     return float(np.mean(x)) - math.sqrt(2.0 * var * lt / n) - 7.0 * lt / (3.0 * (n - 1))
 
 
+@functools.cache
+def _allocation_pmfs(sigma, t):
+    """dpkit's (remove, add) PLDs, shared by cases at several eps (LossPmf is immutable)."""
+    return allocation_gaussian_pmfs(sigma, t, H, INNER)
+
+
 def dpkit_dirs(sigma, t, eps):
-    rem, add = allocation_gaussian_pmfs(sigma, t, H, INNER)
+    rem, add = _allocation_pmfs(sigma, t)
     return hockey_stick(rem, eps), hockey_stick(add, eps)
+
+
+@functools.cache
+def gaussian_epsilon(sigma: float, delta: float) -> float:
+    """PLDAccountant's epsilon of one Gaussian step, the yardstick of several attacks
+    below (GaussianEvent(0.1) alone in seven cases), computed once per (sigma, delta)."""
+    return PLDAccountant().compose(GaussianEvent(sigma)).get_epsilon(delta)
 
 
 # ---------------------------------------------------------------- t = 1
@@ -317,26 +331,23 @@ def test_never_above_one_gaussian_large_sigma(sigma, t):
 )
 def test_monotone_in_sigma_and_t(sigmas, ts):
     eps_list = (0.0, 0.3, 1.0, 3.0)
-    table = {
-        (s, t): PLDAccountant().compose(RandomAllocationGaussianEvent(s, t))
-        for s in sigmas
-        for t in ts
-    }
+    # Each accountant's delta at each eps, read once (the comparisons below use each
+    # value up to four times).
+    table = {}
+    for s in sigmas:
+        for t in ts:
+            accountant = PLDAccountant().compose(RandomAllocationGaussianEvent(s, t))
+            for eps in eps_list:
+                table[(s, t, eps)] = accountant.get_delta(eps)
     bad = []
     for eps in eps_list:
         for s in sigmas:
             for t1, t2 in itertools.pairwise(ts):
-                if (
-                    table[(s, t2)].get_delta(eps)
-                    > table[(s, t1)].get_delta(eps) * (1 + 1e-6) + 1e-15
-                ):
+                if table[(s, t2, eps)] > table[(s, t1, eps)] * (1 + 1e-6) + 1e-15:
                     bad.append(("t", s, t1, t2, eps))
         for t in ts:
             for s1, s2 in itertools.pairwise(sigmas):
-                if (
-                    table[(s2, t)].get_delta(eps)
-                    > table[(s1, t)].get_delta(eps) * (1 + 1e-6) + 1e-15
-                ):
+                if table[(s2, t, eps)] > table[(s1, t, eps)] * (1 + 1e-6) + 1e-15:
                     bad.append(("sigma", s1, s2, t, eps))
     assert not bad, bad
 
@@ -348,7 +359,7 @@ def test_inflated_law_is_never_used():
     law = allocation_law(1.0, 10**8, INNER)
     assert float(np.sum(law.masses)) + law.zero > 1.01  # the attack's premise
     eps = PLDAccountant().compose(RandomAllocationGaussianEvent(1.0, 10**8)).get_epsilon(1e-5)
-    assert eps == PLDAccountant().compose(GaussianEvent(1.0)).get_epsilon(1e-5)
+    assert eps == gaussian_epsilon(1.0, 1e-5)
 
 
 @pytest.mark.parametrize("steps", [10**11, 10**20])
@@ -358,16 +369,16 @@ def test_huge_t_never_erases_the_ledger(steps):
     event = RandomAllocationGaussianEvent(1.0, steps)
     alone = PLDAccountant().compose(event).get_epsilon(1e-5)
     assert math.isfinite(alone)
-    assert alone <= PLDAccountant().compose(GaussianEvent(1.0)).get_epsilon(1e-5)
+    assert alone <= gaussian_epsilon(1.0, 1e-5)
     ledger = PLDAccountant().compose(GaussianEvent(0.1)).compose(event).get_epsilon(1e-5)
-    assert ledger >= PLDAccountant().compose(GaussianEvent(0.1)).get_epsilon(1e-5)
+    assert ledger >= gaussian_epsilon(0.1, 1e-5)
 
 
 @pytest.mark.parametrize("sigma", [1e12, 1e20, 1e100])
 def test_huge_sigma_never_erases_the_ledger(sigma):
     event = RandomAllocationGaussianEvent(sigma, 1000)
     ledger = PLDAccountant().compose(GaussianEvent(0.1)).compose(event).get_epsilon(1e-5)
-    assert ledger >= PLDAccountant().compose(GaussianEvent(0.1)).get_epsilon(1e-5)
+    assert ledger >= gaussian_epsilon(0.1, 1e-5)
     true_floor = gauss_delta(sigma * math.sqrt(1000), 0.0)  # below the true delta(0)
     assert PLDAccountant().compose(event).get_delta(0.0) >= true_floor
 
@@ -579,7 +590,7 @@ def test_huge_sigma_nan_law_erases_the_whole_ledger():
     # masses ~1e171, squaring overflows to inf, inf*0 = NaN; from_atoms drops the NaN atoms
     # (probabilities > 0 is False) and returns a PLD of total mass 0 with no mass at +inf.
     # Convolved into the accountant it zeroes every other event's privacy loss.
-    alone = PLDAccountant().compose(GaussianEvent(0.1)).get_epsilon(1e-5)  # ~91.8
+    alone = gaussian_epsilon(0.1, 1e-5)  # ~91.8
     acc = (
         PLDAccountant()
         .compose(GaussianEvent(0.1))
@@ -598,7 +609,7 @@ def test_huge_sigma_alone_is_below_true_delta():
 def test_huge_t_nan_law_erases_the_whole_ledger():
     # sigma = 1 (ordinary), t = 1e20: the float-error inflation (1 + d0)^t overflows, inf*0 = NaN,
     # the allocation PLD has total mass 0 and the ledger's epsilon collapses to 0.
-    alone = PLDAccountant().compose(GaussianEvent(0.1)).get_epsilon(1e-5)
+    alone = gaussian_epsilon(0.1, 1e-5)
     acc = (
         PLDAccountant()
         .compose(GaussianEvent(0.1))
