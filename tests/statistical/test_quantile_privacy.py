@@ -116,13 +116,19 @@ def _adversarial_losses(neighbouring: str) -> list[tuple[np.ndarray, np.ndarray]
     return out
 
 
-def _max_log_ratio(epsilon_run: float, neighbouring: str) -> float:
+def _worst_log_ratio(losses: list[tuple[np.ndarray, np.ndarray]], epsilon_run: float) -> float:
+    """The largest |log PMF(x) - log PMF(x')| at ``epsilon_run`` over (loss on x, losses
+    on its neighbours x', one per row) pairs."""
     worst = 0.0
-    for base_loss, other_losses in _adversarial_losses(neighbouring):
+    for base_loss, other_losses in losses:
         base = _log_pmf_of_loss(base_loss, epsilon_run)
         others = _log_pmf_of_loss(other_losses, epsilon_run)  # one neighbour per row
         worst = max(worst, float(np.max(np.abs(base - others))))
     return worst
+
+
+def _max_log_ratio(epsilon_run: float, neighbouring: str) -> float:
+    return _worst_log_ratio(_adversarial_losses(neighbouring), epsilon_run)
 
 
 @pytest.mark.parametrize("neighbouring", ["add_remove", "replace"])
@@ -296,12 +302,7 @@ def _refined_losses(neighbouring: str) -> list[tuple[np.ndarray, np.ndarray]]:
 
 
 def _refined_max_log_ratio(epsilon_run: float, neighbouring: str) -> float:
-    worst = 0.0
-    for base_loss, other_losses in _refined_losses(neighbouring):
-        base = _log_pmf_of_loss(base_loss, epsilon_run)
-        diff = base - _log_pmf_of_loss(other_losses, epsilon_run)  # one neighbour per row
-        worst = max(worst, float(np.max(np.abs(diff))))
-    return worst
+    return _worst_log_ratio(_refined_losses(neighbouring), epsilon_run)
 
 
 @pytest.mark.parametrize("neighbouring", ["add_remove", "replace"])
