@@ -143,6 +143,81 @@ def test_sql_and_builder_make_one_plan() -> None:
     assert plan(statement.query) == plan(twin)
 
 
+def _describes(session: dp.Session) -> tuple[list[str], Any]:
+    """Record the DESCRIBE statements ``session``'s engine class runs (and restore)."""
+    described: list[str] = []
+    engine = type(session._engine)
+    original = engine._execute
+
+    def recording(self: Any, sql: str, params: Any = (), *args: Any, **kwargs: Any) -> Any:
+        if sql.startswith("DESCRIBE"):
+            described.append(sql)
+        return original(self, sql, params, *args, **kwargs)
+
+    engine._execute = recording  # type: ignore[method-assign]
+
+    def restore() -> None:
+        engine._execute = original  # type: ignore[method-assign]
+
+    return described, restore
+
+
+def test_per_person_rows_are_described_once_for_every_salt() -> None:
+    # The per-person rows of a query have the same columns and types whatever the salt
+    # (it orders the join's truncation only): every view of them shares one schema
+    # cache, so translating a statement and running it again describe nothing more,
+    # and the integers are those of a Session that never saw the rows.
+    session = _session()
+    described, restore = _describes(session)
+    try:
+        session.sql_query(Q13_SQL)
+        _exact(session, Q13)
+        after_first = len(described)
+        shared = session._view_for(Q13, 0)[0]._engine._schema_cache
+        for salt in (0, 5, 2**40):
+            view, stripped = session._view_for(Q13, salt)
+            assert view._engine._schema_cache is shared
+            view._compile(stripped, 1.0, salt)
+        session.sql_query(Q13_SQL)
+        assert len(described) == after_first
+    finally:
+        restore()
+    assert after_first > 0
+    for salt in (123, 5):
+        view, stripped = session._view_for(Q13, salt)
+        fresh_view, fresh_stripped = _session()._view_for(Q13, salt)
+        assert view._schema == fresh_view._schema
+        ours = view._engine.aggregate(view._compile(stripped, 1.0, salt).plan)
+        theirs = fresh_view._engine.aggregate(fresh_view._compile(fresh_stripped, 1.0, salt).plan)
+        assert ours == theirs
+    # Another step over the same joined view (the same columns read) has its own cache.
+    other = (
+        Query.from_table("customer")
+        .join("orders", on={"c_custkey": "o_custkey"}, how="left", truncate=30)
+        .per_person(
+            renamed=(
+                "count",
+                "CASE WHEN o_comment NOT LIKE '%special%requests%' THEN o_orderkey END",
+            )
+        )
+        .bound(max_rows=1)
+        .count()
+    )
+    other_view = session._view_for(other, 0)[0]
+    assert other_view._engine._schema_cache is not shared
+    assert "renamed" in other_view._schema
+    # Over one table, by the relation itself.
+    frame = pd.DataFrame({"uid": [1, 1, 2], "amount": [1.0, 2.0, 3.0]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dp.InsecureRandomWarning)
+        single = dp.Session.from_pandas(frame, privacy_unit="uid", budget=dp.PureDP(1.0), rng=2)
+    step = Query().per_person(rows="count").bound(max_rows=1).count()
+    assert (
+        single._view_for(step, 0)[0]._engine._schema_cache
+        is single._view_for(step, 7)[0]._engine._schema_cache
+    )
+
+
 def test_single_table_sessions_filters_before_and_after_and_explain() -> None:
     rng = np.random.default_rng(1)
     frame = pd.DataFrame({"uid": rng.integers(0, 400, 4000), "amount": rng.exponential(40.0, 4000)})

@@ -18,11 +18,13 @@ import pytest
 from scipy import stats
 
 from dpkit.analytics.engines._hash import (
+    _FINISH_KEYS,
     HASH_PRIME,
     KeyedHash,
     TypedPart,
     python_hash,
     python_integer_limbs,
+    round_keys,
 )
 from dpkit.analytics.engines.duckdb import DuckDBEngine
 from dpkit.analytics.engines.spark import SparkEngine
@@ -155,3 +157,43 @@ def test_hash_is_uniform_and_salts_are_unrelated() -> None:
     assert stats.chisquare(counts).pvalue > 1e-6
     rho = stats.spearmanr(first, hashes(SALT + 1)).statistic
     assert abs(rho) < 5 / math.sqrt(len(first))
+
+
+# Inputs of the finishing rounds: the ends of [0, p) and 200 residues drawn at random.
+FINISH_INPUTS = [0, 1, 2, P - 2, P - 1, *np.random.default_rng(3).integers(0, P, 200).tolist()]
+
+
+def python_finish(salt: int, x: int) -> int:
+    """The finishing rounds of :func:`python_hash` alone, on a residue ``x``."""
+    keys = round_keys(salt)
+    for i in _FINISH_KEYS:
+        x = pow((x + keys[i]) % P, 5, P)
+    return x
+
+
+def finish_both_ways_sql(keyed: KeyedHash) -> str:
+    """``finish`` as one expression and ``finished`` in projections, side by side."""
+    rows = ", ".join(f"({i}, {x})" for i, x in enumerate(FINISH_INPUTS))
+    relation = f"(SELECT i, CAST(x AS BIGINT) AS h FROM (VALUES {rows}) AS v(i, x)) AS src"
+    return (
+        f"SELECT i, {keyed.finish('h')} AS inline, f FROM "
+        f"({keyed.finished(relation, 'h', 'f')}) AS s ORDER BY i"
+    )
+
+
+def test_finished_in_projections_is_finish_on_duckdb() -> None:
+    connection = duckdb.connect()
+    keyed = KeyedHash(SALT, DuckDBEngine(connection, "t").hash_dialect())
+    rows = connection.execute(finish_both_ways_sql(keyed)).fetchall()
+    expected = [python_finish(SALT, x) for x in FINISH_INPUTS]
+    assert [int(r[1]) for r in rows] == expected
+    assert [int(r[2]) for r in rows] == expected
+
+
+def test_finished_in_projections_is_finish_on_spark(spark: Any) -> None:
+    engine = SparkEngine(spark.range(1))
+    keyed = KeyedHash(SALT, engine.hash_dialect())
+    rows = engine._execute(finish_both_ways_sql(keyed))
+    expected = [python_finish(SALT, x) for x in FINISH_INPUTS]
+    assert [int(r[1]) for r in rows] == expected
+    assert [int(r[2]) for r in rows] == expected

@@ -869,6 +869,10 @@ class Session:
             raise InvalidParameter.for_parameter(
                 "query", "Session.evaluate", "a dpkit.analytics.Query", query
             )
+        # The schema caches live in this Session's dictionary before any view is copied
+        # from it, so that every view shares them (_schema_cache).
+        self.__dict__.setdefault("_joined_schema_caches", {})
+        self.__dict__.setdefault("_person_schema_caches", {})
         if self._catalog is None:
             if query.table is not None or query.joins:
                 raise InvalidParameter(
@@ -885,8 +889,9 @@ class Session:
         if isinstance(keys, TableKeys):
             keys = self._catalog.keyset(keys.table, keys.columns, "KeySet.from_table")
         view = copy.copy(self)
+        neutral, schemas = self._joined_schemas(query, view_sql, salt)
         view._engine = self._engine.with_relation(  # type: ignore[attr-defined]
-            view_sql.relation, view_sql.params, self._joined_schemas(query, view_sql, salt)
+            view_sql.relation, view_sql.params, schemas
         )
         # The engine binds the joined view now (names, types; no row read), before
         # any charge, and its DESCRIBE is the view's schema.
@@ -900,12 +905,13 @@ class Session:
         stripped = dataclasses.replace(query, table=None, joins=(), keys=keys)
         if query.per_person_step is None:
             return view, stripped
-        return view._per_person_view(stripped, view_sql)
+        return view._per_person_view(stripped, view_sql, neutral)
 
     def _joined_schemas(
         self, query: Query, view_sql: JoinedView, salt: int
-    ) -> dict[tuple[tuple[str, str], ...], dict[str, str]]:
-        """The schema cache of the joined view of ``query``, the same for every salt.
+    ) -> tuple[tuple[str, str], dict[tuple[tuple[str, str], ...], dict[str, str]]]:
+        """The schema cache of the joined view of ``query``, the same for every salt,
+        and its key (the view's SQL and parameters at salt 0).
 
         The salt enters a joined view only through the keyed hash that orders each
         person's rows for the join's truncation (:mod:`._joins`): the view's columns,
@@ -921,19 +927,38 @@ class Session:
         if salt != 0:
             neutral, _ = joined_view(query, self._catalog, self._engine, self._partitions, 0)
         key = (neutral.relation, repr(neutral.params))
-        cache = self.__dict__.setdefault("_joined_schema_caches", {})
-        if key not in cache:
-            if len(cache) >= _MAX_JOINED_SCHEMAS:
-                cache.pop(next(iter(cache)))  # the oldest first
-            cache[key] = {}
-        schemas: dict[tuple[tuple[str, str], ...], dict[str, str]] = cache[key]
+        return key, self._schema_cache("_joined_schema_caches", key)
+
+    def _schema_cache(
+        self, name: str, key: tuple[str, str]
+    ) -> dict[tuple[tuple[str, str], ...], dict[str, str]]:
+        """The schema cache stored under ``key`` in this Session's dictionary ``name``
+        (shared by its views, which are shallow copies), the oldest of more than
+        :data:`_MAX_JOINED_SCHEMAS` dropped."""
+        caches = self.__dict__.setdefault(name, {})
+        if key not in caches:
+            if len(caches) >= _MAX_JOINED_SCHEMAS:
+                caches.pop(next(iter(caches)))  # the oldest first
+            caches[key] = {}
+        schemas: dict[tuple[tuple[str, str], ...], dict[str, str]] = caches[key]
         return schemas
 
-    def _per_person_view(self, query: Query, joined: JoinedView | None) -> tuple[Session, Query]:
+    def _per_person_view(
+        self, query: Query, joined: JoinedView | None, neutral: tuple[str, str] | None = None
+    ) -> tuple[Session, Query]:
         """A view of this Session (same ledger, scope, budget and randomness) whose
         engine reads the per-person rows of ``query`` (``dpkit.analytics._per_person``),
         and the query without its per-person step. The relation is bound by the engine
-        here (names and types; no row read), before any charge."""
+        here (names and types; no row read), before any charge.
+
+        Its schema cache is shared by every view of the same per-person rows: keyed by
+        the relation's SQL and parameters over one table (no salt enters them), and
+        over a joined view by the joined view's key at salt 0 (``neutral``, from
+        :meth:`_joined_schemas`) with the step and the unit, since the salt orders the
+        join's truncation only and leaves the columns and types alone. The SQL front
+        door described the same rows twice while translating a statement and once
+        more to run it (issue 30: 4 of TPC-H Q18's 6 DESCRIBEs, ~0.07 s). Every
+        statement that reads rows is still bound before the charge."""
         step = query.per_person_step
         assert step is not None
         # The per-row cost caps hold for the whole query, the step and what reads its
@@ -949,8 +974,16 @@ class Session:
         relation, params = person_relation(
             self._engine, self._schema, self._unit, step, self._partitions
         )
+        if joined is None:
+            key = (relation, repr(params))
+        else:
+            assert neutral is not None
+            key = (repr(neutral), repr((step, self._unit)))
+        schemas = self._schema_cache("_person_schema_caches", key)
         view = copy.copy(self)
-        view._engine = self._engine.with_relation(relation, params)  # type: ignore[attr-defined]
+        view._engine = self._engine.with_relation(  # type: ignore[attr-defined]
+            relation, params, schemas
+        )
         view._schema = view._engine.schema()
         expected = [self._unit, *step.by, *(name for name, _, _ in step.aggregates)]
         if [c.casefold() for c in view._schema] != [str(c).casefold() for c in expected]:

@@ -323,7 +323,7 @@ def _kept(engine: SqlEngine, plan: Plan, j: int) -> list[str]:
     m = plan.max_rows
     keyed = engine._hash(plan.salt)
     linear = keyed.linear([*engine._pair_parts(plan, []), TypedPart("__i", SMALL_INDEX)])
-    key = f"({keyed.finish('__hl')} * 4294967296 + __i)"
+    key = "(__h * 4294967296 + __i)"
     semi = engine.semi_join
     ctes = [
         f"__hv{j} AS (SELECT __u, __i, {linear} AS __hl FROM (SELECT __u, __i{j} AS __i "
@@ -333,9 +333,11 @@ def _kept(engine: SqlEngine, plan: Plan, j: int) -> list[str]:
         f"SELECT r.__i FROM __hv{j} r {semi} (SELECT __u FROM __cnt WHERE __c{j} <= {m}) p "
         "ON r.__u = p.__u"
     )
-    big = (
-        f"SELECT r.* FROM __hv{j} r {semi} (SELECT __u FROM __cnt WHERE __c{j} > {m}) p "
-        "ON r.__u = p.__u"
+    big = keyed.finished(
+        f"(SELECT r.* FROM __hv{j} r {semi} (SELECT __u FROM __cnt WHERE __c{j} > {m}) p "
+        "ON r.__u = p.__u) AS __b0",
+        "__hl",
+        "__h",
     )
     if m <= engine.top_n_limit:
         ctes.append(
@@ -348,7 +350,7 @@ def _kept(engine: SqlEngine, plan: Plan, j: int) -> list[str]:
     else:
         ctes.append(
             f"__vals{j} AS ({small} UNION ALL SELECT __i FROM ({big}) AS __big QUALIFY "
-            f"row_number() OVER (PARTITION BY __u ORDER BY {keyed.finish('__hl')}, __i) <= "
+            f"row_number() OVER (PARTITION BY __u ORDER BY __h, __i) <= "
             f"{_window_limit(m, '__hl')})"
         )
     return ctes

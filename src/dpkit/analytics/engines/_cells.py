@@ -130,11 +130,12 @@ def cell_counts_sql(engine: Any, spec: CellSpec) -> tuple[str, list[Any]]:
         ctes.append(
             f"__pairs AS (SELECT __u, {cells}, count(*) AS __n FROM __coded GROUP BY __u, {cells})"
         )
-        ctes.append(f"__hashed AS (SELECT *, {keyed.linear(parts)} AS __hl FROM __pairs)")
+        linear = f"(SELECT *, {keyed.linear(parts)} AS __hl FROM __pairs) AS __pl"
+        ctes.append(f"__hashed AS ({keyed.finished(linear, '__hl', '__h')})")
         ctes.append(
             f"__run AS (SELECT {cells}, __n, sum(__n) OVER (PARTITION BY __u ORDER BY "
-            f"{keyed.finish('__hl')}, {cells} ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT "
-            "ROW) AS __cum FROM __hashed)"
+            f"__h, {cells} ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS __cum "
+            "FROM __hashed)"
         )
         m = int(spec.max_rows)
         # Rows of this pair kept: what is left of the person's max_rows before it.

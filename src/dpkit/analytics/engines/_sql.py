@@ -384,11 +384,13 @@ class SqlEngine:
                 linear = keyed.linear(
                     [TypedPart(u, types[unit]), TypedPart(c, crossing_type(column_type))]
                 )
+                pairs = (
+                    f"(SELECT {u} AS __pu, {c} AS __pc, {linear} AS __hl FROM ({sql}) AS __q "
+                    f"WHERE {u} IS NOT NULL AND {c} IS NOT NULL) AS __r0"
+                )
                 level += (
-                    f" AND {u} IN (SELECT __pu FROM (SELECT {u} AS __pu, {c} AS __pc, "
-                    f"{linear} AS __hl FROM ({sql}) AS __q WHERE {u} IS NOT NULL AND "
-                    f"{c} IS NOT NULL) AS __r GROUP BY __pu HAVING "
-                    f"min_by(__pc, {self.pair(keyed.finish('__hl'), '__pc')}) = ?)"
+                    f" AND {u} IN (SELECT __pu FROM ({keyed.finished(pairs, '__hl', '__h')}) "
+                    f"AS __r GROUP BY __pu HAVING min_by(__pc, {self.pair('__h', '__pc')}) = ?)"
                 )
                 level_params += [*params, key]
             sql, params = level, level_params
@@ -579,7 +581,7 @@ class SqlEngine:
         # (hash, index) as one BIGINT: hash < 2^31 and index < 2^26 (MAX_GRID_SIZE), so
         # hash * 2^32 + index < 2^63 orders as the pair does, and is much faster to
         # compare than a struct.
-        key = f"({keyed.finish('__hl')} * 4294967296 + __i)"
+        key = "(__h * 4294967296 + __i)"
         # Pairs with at most m values keep them all: the rule keeps a pair's m values
         # of smallest (hash, index), which is every value when there are at most m, so
         # the kept values -- and the proof: a rule on the pair's own rows and the salt,
@@ -597,9 +599,12 @@ class SqlEngine:
             f"SELECT r.__i{''.join(f', r.{g}' for g in groups)} FROM __hv r "
             f"{self.semi_join} (SELECT * FROM __cnt WHERE __c <= {m}) p ON {on}"
         )
-        big_rows = (
-            f"SELECT r.* FROM __hv r {self.semi_join} (SELECT * FROM __cnt WHERE __c > {m}) "
-            f"p ON {on}"
+        # The hash is finished on these rows only (the others are kept without it).
+        big_rows = keyed.finished(
+            f"(SELECT r.* FROM __hv r {self.semi_join} (SELECT * FROM __cnt WHERE __c > {m}) "
+            f"p ON {on}) AS __b0",
+            "__hl",
+            "__h",
         )
         if m <= self.top_n_limit:
             # The pairs with more than m values: a bounded aggregate, which holds at
@@ -622,7 +627,7 @@ class SqlEngine:
         ctes.append(
             f"__vals AS ({small} UNION ALL SELECT __i{gl} FROM ({big_rows}) AS __big "
             f"QUALIFY row_number() OVER (PARTITION BY {pair_keys} "
-            f"ORDER BY {keyed.finish('__hl')}, __i) <= {_window_limit(m, '__hl')})"
+            f"ORDER BY __h, __i) <= {_window_limit(m, '__hl')})"
         )
         return ctes
 
@@ -924,9 +929,7 @@ class SqlEngine:
                 f"__hl FROM {pairs})"
             )
             order = f"__h, {keys}"
-        ctes.append(
-            f"{prefix}_hashed AS (SELECT *, {keyed.finish('__hl')} AS __h FROM {prefix}_linear)"
-        )
+        ctes.append(f"{prefix}_hashed AS ({keyed.finished(f'{prefix}_linear', '__hl', '__h')})")
         ctes.append(
             f"{prefix}_kept AS (SELECT * FROM {prefix}_hashed QUALIFY row_number() OVER "
             f"(PARTITION BY __u ORDER BY {order}) <= {_window_limit(k, '__h')})"
@@ -1008,8 +1011,8 @@ class SqlEngine:
         # 10^7 rows with ~10^7 distinct values, arg_min(v, hash, m) used as much memory
         # or more (576-719 MiB against 544-557 MiB) and was no faster.
         ctes.append(
-            f"__dvb{i} AS (SELECT * FROM {source} QUALIFY row_number() OVER "
-            f"(PARTITION BY {pair_keys} ORDER BY {keyed.finish('__hl')}, __v) <= "
+            f"__dvb{i} AS (SELECT * FROM ({keyed.finished(source, '__hl', '__h')}) AS __dvh "
+            f"QUALIFY row_number() OVER (PARTITION BY {pair_keys} ORDER BY __h, __v) <= "
             f"{_window_limit(m, '__hl')})"
         )
         keys = ", ".join(groups)
