@@ -14,6 +14,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pytest
+from tests._describes import recorded_describes
 
 import dpkit as dp
 from dpkit.analytics import KeySet, Query
@@ -478,17 +479,7 @@ def test_a_joined_view_drawn_with_another_salt_reuses_its_schema() -> None:
         .count()
     )
     session = _session(t)
-    described: list[str] = []
-    engine = type(session._engine)
-    original = engine._execute
-
-    def recording(self: Any, sql: str, params: Any = (), *args: Any, **kwargs: Any) -> Any:
-        if sql.startswith("DESCRIBE"):
-            described.append(sql)
-        return original(self, sql, params, *args, **kwargs)
-
-    engine._execute = recording  # type: ignore[method-assign]
-    try:
+    with recorded_describes(session) as described:
         _exact(session, query)
         after_first = len(described)
         shared = session._view_for(query, 0)[0]._engine._schema_cache
@@ -497,8 +488,6 @@ def test_a_joined_view_drawn_with_another_salt_reuses_its_schema() -> None:
             assert view._engine._schema_cache is shared
             view._compile(stripped, 1.0, salt)
         assert len(described) == after_first  # every salt's view: no DESCRIBE
-    finally:
-        engine._execute = original  # type: ignore[method-assign]
     assert after_first > 0
     # The same integers as a Session that never saw the view, at each salt.
     for salt in (123, 5):

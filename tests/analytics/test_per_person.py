@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
+from tests._describes import recorded_describes
 
 import dpkit as dp
 from dpkit.analytics import KeySet, Query
@@ -143,33 +144,13 @@ def test_sql_and_builder_make_one_plan() -> None:
     assert plan(statement.query) == plan(twin)
 
 
-def _describes(session: dp.Session) -> tuple[list[str], Any]:
-    """Record the DESCRIBE statements ``session``'s engine class runs (and restore)."""
-    described: list[str] = []
-    engine = type(session._engine)
-    original = engine._execute
-
-    def recording(self: Any, sql: str, params: Any = (), *args: Any, **kwargs: Any) -> Any:
-        if sql.startswith("DESCRIBE"):
-            described.append(sql)
-        return original(self, sql, params, *args, **kwargs)
-
-    engine._execute = recording  # type: ignore[method-assign]
-
-    def restore() -> None:
-        engine._execute = original  # type: ignore[method-assign]
-
-    return described, restore
-
-
 def test_per_person_rows_are_described_once_for_every_salt() -> None:
     # The per-person rows of a query have the same columns and types whatever the salt
     # (it orders the join's truncation only): every view of them shares one schema
     # cache, so translating a statement and running it again describe nothing more,
     # and the integers are those of a Session that never saw the rows.
     session = _session()
-    described, restore = _describes(session)
-    try:
+    with recorded_describes(session) as described:
         session.sql_query(Q13_SQL)
         _exact(session, Q13)
         after_first = len(described)
@@ -180,8 +161,6 @@ def test_per_person_rows_are_described_once_for_every_salt() -> None:
             view._compile(stripped, 1.0, salt)
         session.sql_query(Q13_SQL)
         assert len(described) == after_first
-    finally:
-        restore()
     assert after_first > 0
     for salt in (123, 5):
         view, stripped = session._view_for(Q13, salt)
