@@ -922,17 +922,27 @@ class SqlEngine:
                 f"FROM {pairs} JOIN {index} USING ({keys}))"
             )
             small = plan.keys is not None and len(plan.keys.keys) < 2**32
-            order = "__h * 4294967296 + __gi" if small else "__h, __gi"
         else:
             ctes.append(
                 f"{prefix}_linear AS (SELECT __u, {keys}, {extra}{keyed.linear(parts)} AS "
                 f"__hl FROM {pairs})"
             )
-            order = f"__h, {keys}"
-        ctes.append(f"{prefix}_hashed AS ({keyed.finished(f'{prefix}_linear', '__hl', '__h')})")
+            small = False
+        hashed = keyed.finished(f"{prefix}_linear", "__hl", "__h")
+        if small:
+            # The sort key computed before the window, which then carries it alone: the
+            # window's rows hold neither __h nor __gi (-30% of the window's time on 10^6
+            # rows, benchmarks/results/session.md). The same order, so the same pairs.
+            key = "__h * 4294967296 + __gi"
+            ctes.append(f"{prefix}_hashed AS (SELECT *, {key} AS __k FROM ({hashed}) AS __hk)")
+            order, limit = "__k", _window_limit(k, "__k")
+        else:
+            ctes.append(f"{prefix}_hashed AS ({hashed})")
+            order = "__h, __gi" if self.hash_groups_once else f"__h, {keys}"
+            limit = _window_limit(k, "__h")
         ctes.append(
             f"{prefix}_kept AS (SELECT * FROM {prefix}_hashed QUALIFY row_number() OVER "
-            f"(PARTITION BY __u ORDER BY {order}) <= {_window_limit(k, '__h')})"
+            f"(PARTITION BY __u ORDER BY {order}) <= {limit})"
         )
         return f"{prefix}_kept"
 
