@@ -7,7 +7,8 @@ per distinct group, breaks ties by the group's rank among the groups, and skips 
 ranking when the public keys are no more than ``max_groups``
 (``SqlEngine._keep_groups``); this file checks that the rows kept are exactly those
 of the rule, computed here from :func:`python_hash`, for public keys, private keys,
-several key columns and each key type the slice is computed for.
+several key columns and each key type the slice is computed for, and that two groups
+whose hashes tie (constructed from the round keys) keep the smaller, on DuckDB and Spark.
 """
 
 from __future__ import annotations
@@ -22,7 +23,16 @@ import pytest
 
 import dpkit as dp
 from dpkit.analytics import KeySet, Query
-from dpkit.analytics.engines._hash import python_hash, python_integer_limbs, python_text_limbs
+from dpkit.analytics.engines._hash import (
+    _LIMB_KEYS as LIMB_KEYS,
+)
+from dpkit.analytics.engines._hash import (
+    HASH_PRIME,
+    python_hash,
+    python_integer_limbs,
+    python_text_limbs,
+    round_keys,
+)
 
 SALT = 424242
 
@@ -152,3 +162,43 @@ def test_rows_outside_the_keys_are_dropped_without_a_privacy_unit() -> None:
     got = {k: v[0] for k, v in session._engine.aggregate(compiled.plan).items()}
     counts = frame["region"].value_counts()
     assert got == {(k,): int(counts[k]) for k in keys[:2]}
+
+
+def colliding_groups(salt: int, user: int) -> tuple[int, int]:
+    """Two BIGINT groups ``a < b`` with the same ``H(salt, user, group)``: ``a < p`` has
+    limbs ``(a, 0, 8, 0)`` and ``b = p + c`` has ``(c, 1, 8, 0)``. The hash is linear in
+    the limbs before its rounds, so the two tie when ``k0 a = k0 c + k1 (mod p)``, with
+    ``k0, k1`` the round keys of the group's first two limbs (after the user's four)."""
+    p = HASH_PRIME
+    keys = round_keys(salt)
+    k0, k1 = keys[1 + 4 % LIMB_KEYS], keys[1 + 5 % LIMB_KEYS]
+    c = 12_345
+    a = (c + k1 * pow(k0, -1, p)) % p
+    return a, p + c
+
+
+@pytest.mark.parametrize("engine", ["duckdb", "spark"])
+def test_a_tie_in_the_hash_keeps_the_smaller_group(engine: str, request: Any) -> None:
+    # The rule keeps a person's groups of smallest (H, group): when two groups' hashes
+    # tie, the smaller group. DuckDB sorts by H * 2^32 + the group's rank among the
+    # groups, Spark by (H, group); both must break the tie the same way.
+    if engine == "spark":
+        request.getfixturevalue("spark")
+    user = 7
+    a, b = colliding_groups(SALT, user)
+    h = [python_hash(SALT, python_integer_limbs(user) + python_integer_limbs(g)) for g in (a, b)]
+    assert h[0] == h[1] and a < b  # the construction's tie
+    frame = pd.DataFrame({"user": [user] * 4, "code": [b, b, a, b]})
+    query = (
+        Query.from_table("people")
+        .group_by("code", keys=KeySet.from_values(code=[b, a]))  # more keys than max_groups
+        .bound(max_groups=1, max_rows=5)
+        .count()
+    )
+    session = dp.Session.from_tables(
+        {"people": frame}, privacy_unit="user", budget=dp.PureDP(1.0), rng=1, engine=engine
+    )
+    view, stripped = session._view_for(query, SALT)
+    compiled = view._compile(stripped, 1.0, SALT)
+    got = {k: v[0] for k, v in view._engine.aggregate(compiled.plan).items()}
+    assert {k: v for k, v in got.items() if v} == {(a,): 1}
