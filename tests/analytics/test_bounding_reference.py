@@ -24,9 +24,7 @@ import pytest
 import dpkit as dp
 from dpkit.analytics import KeySet, Query
 from dpkit.analytics.engines._hash import (
-    _LIMB_KEYS as LIMB_KEYS,
-)
-from dpkit.analytics.engines._hash import (
+    _LIMB_KEYS,
     HASH_PRIME,
     python_hash,
     python_integer_limbs,
@@ -171,7 +169,7 @@ def colliding_groups(salt: int, user: int) -> tuple[int, int]:
     ``k0, k1`` the round keys of the group's first two limbs (after the user's four)."""
     p = HASH_PRIME
     keys = round_keys(salt)
-    k0, k1 = keys[1 + 4 % LIMB_KEYS], keys[1 + 5 % LIMB_KEYS]
+    k0, k1 = keys[1 + 4 % _LIMB_KEYS], keys[1 + 5 % _LIMB_KEYS]
     c = 12_345
     a = (c + k1 * pow(k0, -1, p)) % p
     return a, p + c
