@@ -14,7 +14,11 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pytest
-from tests._describes import recorded_describes
+from tests._describes import (
+    assert_integers_of_a_fresh_session,
+    compile_at_every_salt,
+    recorded_describes,
+)
 
 import dpkit as dp
 from dpkit.analytics import KeySet, Query
@@ -482,22 +486,11 @@ def test_a_joined_view_drawn_with_another_salt_reuses_its_schema() -> None:
     with recorded_describes(session) as described:
         _exact(session, query)
         after_first = len(described)
-        shared = session._view_for(query, 0)[0]._engine._schema_cache
-        for salt in (0, 5, 2**40):
-            view, stripped = session._view_for(query, salt)
-            assert view._engine._schema_cache is shared
-            view._compile(stripped, 1.0, salt)
+        compile_at_every_salt(session, query, (0, 5, 2**40))
         assert len(described) == after_first  # every salt's view: no DESCRIBE
     assert after_first > 0
     # The same integers as a Session that never saw the view, at each salt.
-    for salt in (123, 5):
-        fresh = _session(t)
-        view, stripped = session._view_for(query, salt)
-        fresh_view, fresh_stripped = fresh._view_for(query, salt)
-        assert view._schema == fresh_view._schema
-        ours = view._engine.aggregate(view._compile(stripped, 1.0, salt).plan)
-        theirs = fresh_view._engine.aggregate(fresh_view._compile(fresh_stripped, 1.0, salt).plan)
-        assert ours == theirs
+    assert_integers_of_a_fresh_session(session, lambda: _session(t), query, (123, 5))
     # Another view (another table joined) has its own cache.
     other = Query.from_table("visits").join("regions", on="region_id").bound(max_rows=10).count()
     assert (

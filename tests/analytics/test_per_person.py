@@ -17,7 +17,11 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
-from tests._describes import recorded_describes
+from tests._describes import (
+    assert_integers_of_a_fresh_session,
+    compile_at_every_salt,
+    recorded_describes,
+)
 
 import dpkit as dp
 from dpkit.analytics import KeySet, Query
@@ -154,21 +158,11 @@ def test_per_person_rows_are_described_once_for_every_salt() -> None:
         session.sql_query(Q13_SQL)
         _exact(session, Q13)
         after_first = len(described)
-        shared = session._view_for(Q13, 0)[0]._engine._schema_cache
-        for salt in (0, 5, 2**40):
-            view, stripped = session._view_for(Q13, salt)
-            assert view._engine._schema_cache is shared
-            view._compile(stripped, 1.0, salt)
+        compile_at_every_salt(session, Q13, (0, 5, 2**40))
         session.sql_query(Q13_SQL)
         assert len(described) == after_first
     assert after_first > 0
-    for salt in (123, 5):
-        view, stripped = session._view_for(Q13, salt)
-        fresh_view, fresh_stripped = _session()._view_for(Q13, salt)
-        assert view._schema == fresh_view._schema
-        ours = view._engine.aggregate(view._compile(stripped, 1.0, salt).plan)
-        theirs = fresh_view._engine.aggregate(fresh_view._compile(fresh_stripped, 1.0, salt).plan)
-        assert ours == theirs
+    assert_integers_of_a_fresh_session(session, _session, Q13, (123, 5))
     # Another step over the same joined view (the same columns read) has its own cache.
     other = (
         Query.from_table("customer")
@@ -183,7 +177,9 @@ def test_per_person_rows_are_described_once_for_every_salt() -> None:
         .count()
     )
     other_view = session._view_for(other, 0)[0]
-    assert other_view._engine._schema_cache is not shared
+    assert (
+        other_view._engine._schema_cache is not session._view_for(Q13, 0)[0]._engine._schema_cache
+    )
     assert "renamed" in other_view._schema
     # Over one table, by the relation itself.
     frame = pd.DataFrame({"uid": [1, 1, 2], "amount": [1.0, 2.0, 3.0]})
