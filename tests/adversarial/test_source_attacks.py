@@ -298,3 +298,36 @@ def test_parquet_read_with_rebase_exception_fails_at_creation_not_in_a_query(
         assert outcomes[1][:-1] == ["created"] + ["ok"] * len(THRESHOLDS)
     finally:
         active.conf.set(key, before)
+
+
+@pytest.mark.parametrize("how", ["reader option", "curator's session setting"])
+def test_a_parquet_scan_that_raises_on_an_ancient_date_is_copied_at_creation(
+    spark: Any, tmp_path: Path, how: str
+) -> None:
+    # The curator hands from_spark a bare Parquet scan (read in place, no copy) whose
+    # reader raises on alice's date of birth, year 1000, with a rebase mode of
+    # EXCEPTION -- given as the reader's option, or set in the curator's session. Read
+    # in place, a query would fail iff alice's row passes the filter: the scan must be
+    # copied at creation instead, where the failure spends nothing.
+    caller = spark.newSession()
+    key = "spark.sql.parquet.datetimeRebaseModeInRead"
+    if how != "reader option":
+        caller.conf.set(key, "EXCEPTION")
+    outcomes = []
+    for born in (datetime.date(1000, 1, 1), datetime.date(2000, 1, 1)):
+        frame = pd.DataFrame(rows((52_000.0, GOOD)), columns=["name", "salary", "age"])
+        frame["age"] = frame["age"].astype(int)
+        frame["born"] = [born if n == "alice" else datetime.date(1990, 1, 1) for n in frame["name"]]
+        path = tmp_path / f"staff-{born}.parquet"
+        frame.to_parquet(path)
+        reader = caller.read
+        if how == "reader option":
+            reader = reader.option("datetimeRebaseMode", "EXCEPTION")
+
+        def open_session(ledger: Path, path: Path = path, reader: Any = reader) -> dp.Session:
+            scan = reader.parquet(str(path))
+            return dp.Session.from_spark(scan, budget=dp.PureDP(1.0), ledger=ledger, rng=0)
+
+        outcomes.append(transcript(open_session, tmp_path / f"ledger-{born}"))
+    assert outcomes[0] == ["created: DataError", "ledger written: False"]
+    assert outcomes[1][:-1] == ["created"] + ["ok"] * len(THRESHOLDS)
