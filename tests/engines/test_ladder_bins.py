@@ -103,3 +103,48 @@ def test_spark_ladder_index_is_the_binary_search(spark: Any, name: str) -> None:
     index = engine._ladder_index("`x`", interior, *ladder)
     rows = engine._execute(f"SELECT {index} FROM {engine.relation} ORDER BY i")
     assert [r[0] for r in rows] == _truth(interior)
+
+
+#: Values a binned column can hold that have no bin: the statement's WHERE drops their
+#: rows (``SqlEngine._group_present_sql``), and the index is written without a guard of
+#: its own, so it must not raise on them, whatever the engine evaluates first. (It gives
+#: them some index -- LEAST and GREATEST skip a NULL -- which no statement keeps.)
+NO_BIN = [math.nan, None, -math.nan]
+
+
+@pytest.mark.parametrize("name", sorted(LADDERS))
+def test_duckdb_bin_index_is_total_on_nan_and_null(name: str) -> None:
+    import duckdb
+
+    from dpkit.analytics.engines.duckdb import DuckDBEngine
+
+    interior = LADDERS[name]
+    ladder = power_ladder(interior)
+    assert ladder is not None
+    connection = duckdb.connect()
+    connection.execute(
+        "CREATE TABLE t AS SELECT unnest(?) AS i, CAST(unnest(?) AS DOUBLE) AS x",
+        [list(range(len(NO_BIN))), NO_BIN],
+    )
+    engine = DuckDBEngine(connection, "t")
+    index = engine._ladder_index('"x"', interior, *ladder)
+    search = _bin_search('"x"', [_literal(e) for e in interior])
+    rows = engine._execute(f"SELECT {index}, {search} FROM t ORDER BY i")
+    assert all(0 <= v <= len(interior) for row in rows for v in row)
+
+
+@pytest.mark.parametrize("name", sorted(LADDERS))
+def test_spark_bin_index_is_total_on_nan_and_null(spark: Any, name: str) -> None:
+    from pyspark.sql import types as T  # noqa: N812 - PySpark's own convention
+
+    from dpkit.analytics.engines.spark import SparkEngine
+
+    interior = LADDERS[name]
+    ladder = power_ladder(interior)
+    assert ladder is not None
+    schema = T.StructType([T.StructField("i", T.LongType()), T.StructField("x", T.DoubleType())])
+    engine = SparkEngine(spark.createDataFrame(list(enumerate(NO_BIN)), schema))
+    index = engine._ladder_index("`x`", interior, *ladder)
+    search = _bin_search("`x`", [_literal(e) for e in interior])
+    rows = engine._execute(f"SELECT {index}, {search} FROM {engine.relation} ORDER BY i")
+    assert all(0 <= v <= len(interior) for row in rows for v in row)

@@ -664,7 +664,14 @@ class SqlEngine:
                 index = self._ladder_index(x, interior, *ladder)
             else:
                 index = _bin_search(x, [_literal(edge) for edge in interior])
-            return f"(CASE WHEN {x} IS NULL OR isnan({x}) THEN NULL ELSE {index} END)"
+            # No CASE mapping NULL and NaN to NULL around the index: the statement's
+            # WHERE drops those rows (_group_present_sql, always beside this in _rows),
+            # and both forms are total -- only comparisons, LEAST/GREATEST (NaN is the
+            # largest double in both engines, so it is clamped like an infinity) and
+            # NULL-propagating arithmetic: no value can make them raise, whatever order
+            # the engine evaluates the projection and the filter in. The guard cost a
+            # range query at 10^7 rows a fifth of its time (1.16 -> 0.92 s).
+            return f"({index})"
         return self.canonical_key_sql(self.q(column), self.schema(plan.derived)[column])
 
     def _ladder_index(self, x: str, interior: Sequence[float], lo: int, hi: int) -> str:
@@ -705,9 +712,11 @@ class SqlEngine:
         return f"LEAST(GREATEST({corrected}, 0), {n})"
 
     def _group_present_sql(self, plan: Plan, column: str) -> str:
-        """SQL that holds exactly where :meth:`_group_sql` is not NULL: for a binned
-        column, its value is neither NULL nor NaN (the binary search gives every other
-        value, infinities included, a bin), written without repeating the search."""
+        """SQL of the rows that have a group in ``column``: for a binned column, its
+        value is neither NULL nor NaN (the binary search gives every other value,
+        infinities included, a bin), written without repeating the search. Every
+        statement keeps only these rows (:meth:`_rows`): :meth:`_group_sql`'s index
+        is not guarded against NULL and NaN itself."""
         x = self._binned_value(plan, column)
         if x is not None:
             return f"NOT ({x} IS NULL OR isnan({x}))"
