@@ -30,6 +30,21 @@ bad_floats = st.one_of(
 # --- conversions ----------------------------------------------------------------------
 
 
+def test_zcdp_conversion_of_a_subnormal_rho_ends() -> None:
+    # A rho below ~1e-306 (a ledger's share of 5e-324, found by test_ledger's hypothesis
+    # run) made log(1/delta) / rho infinite, and the search for the best order halved
+    # an infinite bracket forever. The conversion now ends, below the simple bound.
+    from dpkit.accounting._math.conversions import zcdp_epsilon, zcdp_epsilon_order
+
+    for rho in (5e-324, 1e-320, 1e-310, 1e-306):
+        for delta in (1e-300, 1e-12, 1e-6, 0.4):
+            order = zcdp_epsilon_order(rho, delta)
+            assert order is not None and math.isfinite(order) and order > 0
+            epsilon = zcdp_epsilon(rho, delta)
+            assert 0.0 <= epsilon <= 2.0 * math.sqrt(rho * math.log(1.0 / delta)) + rho
+            assert acc.ZCDP(rho).to_approx(delta).epsilon == epsilon
+
+
 @SETTINGS
 @given(rho=rhos, d1=deltas, d2=deltas)
 def test_zcdp_epsilon_decreases_in_delta(rho: float, d1: float, d2: float) -> None:

@@ -96,7 +96,15 @@ def zcdp_epsilon_order(rho: float, delta: float) -> float | None:
     def stationary(t: float) -> float:
         return rho * t * t + math.log1p(t) + log_delta
 
-    t_hi = math.sqrt(-log_delta / rho)  # stationary(t_hi) = log1p(t_hi) > 0
+    # rho * t_hi**2 = log(1/delta), so stationary(t_hi) = log1p(t_hi) > 0 up to rounding
+    # (doubled until it is). The square roots are taken apart: log(1/delta) / rho
+    # overflows to infinity for a rho below ~1e-306 (a subnormal one: 5e-324), and
+    # halving an infinite t_lo below never ended. Apart, t_hi < 27.3 / 2.2e-162.
+    t_hi = math.sqrt(-log_delta) / math.sqrt(rho)
+    while stationary(t_hi) < 0.0 and math.isfinite(t_hi):
+        t_hi *= 2.0
+    if not math.isfinite(t_hi):  # pragma: no cover - not reachable for a finite rho
+        return None
     t_lo = t_hi
     while stationary(t_lo) >= 0.0 and t_lo > 1e-300:
         t_lo /= 2.0
