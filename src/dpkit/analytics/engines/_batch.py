@@ -46,8 +46,9 @@ against 1.7 s) and no faster on small tables, on DuckDB or Spark.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 from dpkit.analytics._order import OrderSpec, snap_sql
 from dpkit.analytics._plan import Plan
@@ -65,6 +66,9 @@ __all__ = [
     "share_aggregates",
     "share_orders",
 ]
+
+_Item = TypeVar("_Item")
+_Out = TypeVar("_Out")
 
 _SUM_OPS = ("rows", "units", "values", "fixed_sum")
 #: Plans per shared sums statement: its per-person aggregate holds every plan's pair
@@ -252,10 +256,13 @@ def aggregate_many(engine: SqlEngine, plans: Sequence[Plan]) -> list[EngineResul
             width = len(plan.statistics)
             results[i] = {(): values[start : start + width]}
             start += width
-    return [
-        result if result is not None else engine.aggregate(plan)
-        for result, plan in zip(results, plans, strict=True)
-    ]
+    # The plans no shared statement computed, each by its own statement.
+    own = iter(
+        _each(
+            engine, [p for p, r in zip(plans, results, strict=True) if r is None], engine.aggregate
+        )
+    )
+    return [result if result is not None else next(own) for result in results]
 
 
 # ---------------------------------------------------------------------- orders
@@ -370,10 +377,9 @@ def histograms_many(
         for k, i in enumerate(chunk):
             # An ungrouped histogram has the one group () -- when a row was counted.
             results[i] = {(): found[k]} if found[k] else {}
-    return [
-        result if result is not None else engine.histograms(plan, spec)
-        for result, (plan, spec) in zip(results, jobs, strict=True)
-    ]
+    alone = [job for job, result in zip(jobs, results, strict=True) if result is None]
+    own = iter(_each(engine, alone, lambda job: engine.histograms(*job)))
+    return [result if result is not None else next(own) for result in results]
 
 
 def prepare_many(
@@ -386,13 +392,27 @@ def prepare_many(
     shared = share_aggregates(plans)
     for chunk in _chunks(shared, plans, MAX_SHARED_SUMS):
         engine._bind(*aggregate_sql(engine, [plans[i] for i in chunk]))
-    for i in _alone(shared, len(plans)):
-        engine._bind(*engine.compile(plans[i]))
+    _each(engine, _alone(shared, len(plans)), lambda i: engine._bind(*engine.compile(plans[i])))
     orders = share_orders(jobs) if engine.shares_histograms else []
     for chunk in _chunks(orders, [plan for plan, _ in jobs], None):
         engine._bind(*histograms_sql(engine, [jobs[i] for i in chunk]))
-    for i in _alone(orders, len(jobs)):
-        engine._bind(*engine.histogram_sql(*jobs[i]))
+    _each(
+        engine, _alone(orders, len(jobs)), lambda i: engine._bind(*engine.histogram_sql(*jobs[i]))
+    )
+
+
+def _each(engine: SqlEngine, items: Sequence[_Item], work: Callable[[_Item], _Out]) -> list[_Out]:
+    """``work`` of every item, in order, up to :attr:`SqlEngine.concurrent_statements`
+    at a time. Each item is a statement of its own, computing the same integers
+    whenever it runs. The first failure in the items' order is raised, as one after
+    the other would raise it, once every statement started has ended (the batch then
+    fails before or after its charge exactly as it would sequentially)."""
+    workers = min(engine.concurrent_statements, len(items))
+    if workers <= 1:
+        return [work(item) for item in items]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(work, item) for item in items]
+    return [future.result() for future in futures]
 
 
 def _alone(shared: list[int], count: int) -> list[int]:

@@ -180,6 +180,10 @@ class SqlEngine:
     #: quantile plans over 500 rows took 35 s in one statement and 65 ran out of memory
     #: (after the charge); each plan's own statement takes ~0.3 s.
     shares_histograms = True
+    #: Statements of one batch (engines._batch) that need not share run at most this
+    #: many at a time. DuckDB runs one statement on every core already, and two
+    #: per-person aggregates at once would hold both in memory: one at a time.
+    concurrent_statements = 1
 
     def q(self, name: str) -> str:
         """An identifier in this engine's SQL."""

@@ -618,6 +618,10 @@ class SparkEngine(SqlEngine):
     # One statement per plan's histograms (SqlEngine.shares_histograms: shared, Spark
     # recomputed the common rows in every plan's branch).
     shares_histograms = False
+    # A batch's own statements run four at a time: on a small table a statement's time
+    # is the driver's (analysis, planning, scheduling a job), which threads overlap
+    # (each Python thread has its JVM thread, with its own job group property).
+    concurrent_statements = 4
     text = "STRING"
 
     def q(self, name: str) -> str:
