@@ -331,3 +331,70 @@ def test_a_parquet_scan_that_raises_on_an_ancient_date_is_copied_at_creation(
         outcomes.append(transcript(open_session, tmp_path / f"ledger-{born}"))
     assert outcomes[0] == ["created: DataError", "ledger written: False"]
     assert outcomes[1][:-1] == ["created"] + ["ok"] * len(THRESHOLDS)
+
+
+def _seen_queries() -> list[Query]:
+    """The bisection on alice's salary, each query reading the column ``seen``."""
+    return [
+        Query().filter(f"salary >= {t} AND seen IS NOT NULL").bound(max_rows=1).count()
+        for t in THRESHOLDS
+    ]
+
+
+@pytest.mark.parametrize("alice_seen", [2**62, 1_600_000_000_000])
+def test_a_parquet_scan_whose_reader_fails_on_one_value_fails_at_creation(
+    spark: Any, tmp_path: Path, alice_seen: int
+) -> None:
+    # A file pyarrow writes without complaint: a TIMESTAMP(MILLIS) column, and alice's
+    # value, 2^62 ms, overflows Spark's conversion to microseconds. Rows sorted by
+    # salary in row groups of 500, so a filter on salary skips alice's group by its
+    # statistics: read in place, `salary >= t` would fail iff alice's salary (52,000)
+    # is at least t -- a bisection. from_spark copies the bare scan at creation, where
+    # the failure spends nothing (found by an adversarial review of reading such scans
+    # in place, 2026-11-30; that change was reverted).
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    n = 3000
+    table = pa.table(
+        {
+            "name": [f"p{i}" for i in range(n - 1)] + ["alice"],
+            "salary": [30_000.0 + i for i in range(n - 1)] + [52_000.0],
+            "seen": pa.array(
+                [1_600_000_000_000] * (n - 1) + [alice_seen], pa.timestamp("ms", tz="UTC")
+            ),
+        }
+    )
+    path = tmp_path / "staff.parquet"
+    pq.write_table(table, path, row_group_size=500)
+    ledger = tmp_path / "ledger"
+    try:
+        session = dp.Session.from_spark(
+            spark.read.parquet(str(path)), budget=dp.PureDP(1.0), ledger=ledger, rng=0
+        )
+    except DataError:
+        assert alice_seen == 2**62 and not ledger.exists()
+        return
+    assert alice_seen != 2**62, "the failing scan was read in place"
+    seen = session_transcript(session, _seen_queries(), budget=TINY)
+    assert seen[:-1] == ["ok"] * len(THRESHOLDS)
+
+
+def test_partitions_whose_files_disagree_on_a_type_fail_at_creation(
+    spark: Any, tmp_path: Path
+) -> None:
+    # A partitioned folder, no reader option: region=a holds `amount` as DOUBLE, and
+    # region=b (alice's) as STRING. Read in place, only a query whose filter keeps a
+    # region=b row would fail -- after its charge. The scan is copied at creation.
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = tmp_path / "staff"
+    for region, amount in (("a", pa.array([1.0, 2.0])), ("b", pa.array(["3", "4"]))):
+        (folder / f"region={region}").mkdir(parents=True)
+        names = ["p1", "p2"] if region == "a" else ["p3", "alice"]
+        pq.write_table(
+            pa.table({"name": names, "amount": amount}), folder / f"region={region}" / "x.parquet"
+        )
+    with pytest.raises(DataError):
+        dp.Session.from_spark(spark.read.parquet(str(folder)), budget=dp.PureDP(1.0))

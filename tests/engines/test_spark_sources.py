@@ -59,46 +59,6 @@ def test_parquet_on_spark_equals_parquet_on_duckdb(
     assert exact(on_spark) == exact(on_duckdb)
 
 
-def test_a_bare_parquet_scan_is_read_in_place_and_anything_on_it_is_copied(
-    spark: Any, frame: pd.DataFrame, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # spark.read.parquet(path) holds no expression of the caller's: from_spark reads it
-    # in place (no localCheckpoint), with the same integers as the copy would give.
-    from dpkit.analytics.engines import spark as spark_engine
-
-    path = tmp_path / "t.parquet"
-    frame.to_parquet(path)
-    budget = dp.PureDP(1.0)
-    copied = dp.Session.from_spark(
-        spark.read.parquet(str(path)).select("*"), privacy_unit="person", budget=budget
-    )
-    copies: list[Any] = []
-    copy = spark_engine.materialise
-    monkeypatch.setattr(spark_engine, "materialise", lambda df: copies.append(df) or copy(df))
-    scan = spark.read.parquet(str(path))
-    in_place = dp.Session.from_spark(scan, privacy_unit="person", budget=budget)
-    assert copies == []
-    assert exact(in_place) == exact(copied)
-    # Whatever sits on the scan, a reader option, or a schema the files do not have:
-    # a copy, as for any DataFrame.
-    from pyspark.sql import functions
-
-    built = [
-        scan.select("person", "region", "amount"),
-        scan.filter("amount > 0"),
-        scan.withColumn("amount", functions.col("amount") * 2),
-        spark.read.option("mergeSchema", "true").parquet(str(path)),
-    ]
-    for dataframe in built:
-        dp.Session.from_spark(dataframe, privacy_unit="person", budget=budget)
-    assert len(copies) == len(built)
-    # A schema the files do not hold fails as the copy reads it: at creation.
-    wrong = spark.read.schema("person BIGINT, region STRING, amount STRING").parquet(str(path))
-    with pytest.raises(DataError):
-        dp.Session.from_spark(wrong, privacy_unit="person", budget=budget)
-    assert len(copies) == len(built) + 1
-
-
 def test_csv_on_spark_with_a_schema(spark: Any, frame: pd.DataFrame, tmp_path: Path) -> None:
     path = tmp_path / "t.csv"
     frame.to_csv(path, index=False)

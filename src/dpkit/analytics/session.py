@@ -423,13 +423,6 @@ class Session:
         the DataFrame or faster. The stored rows are lost if an executor holding them
         is lost (a later query then fails, and the Session locks).
 
-        A DataFrame that is a bare scan of Parquet files -- ``spark.read.parquet(path)``,
-        no reader option, no operator on top, the files' own schema -- holds no
-        expression of the caller's and is read in place instead, as
-        :meth:`from_path` reads a Parquet file with ``engine="spark"``: no copy (at
-        10^7 rows the copy took 9 s). Its queries read the files, so a file deleted or
-        corrupted later makes a query fail after its charge, and the Session locks.
-
         Parameters
         ----------
         dataframe:

@@ -25,13 +25,10 @@ from dpkit's session fails iff the one bad row passes the analyst's filter (meas
 ``CAST(age_raw AS INT)`` with ``'n/a'`` on alice's row, under Spark 4.3's defaults). So
 :class:`SparkEngine` first computes the DataFrame once (:func:`materialise`,
 ``localCheckpoint(eager=True)``: a failure is a DataError at creation, nothing spent),
-and queries a plan that holds none of the caller's expressions. Only Parquet is read
-in place: a file opened by :func:`read_path`, and a caller's DataFrame that is a bare
-scan of Parquet files read with no option and the files' own schema
-(:func:`reads_parquet_as_is`: ``spark.read.parquet(path)``). Such a scan parses no text,
-the columns ``schema=`` converts use ``try_cast``, and a session whose Parquet rebase
-mode is EXCEPTION (which raises on an ancient date, on some rows only) gets a copy
-instead.
+and queries a plan that holds none of the caller's expressions. Only a Parquet file
+opened by :func:`read_path` is read in place: its scan parses no text, the columns
+``schema=`` converts use ``try_cast``, and a session whose Parquet rebase mode is
+EXCEPTION (which raises on an ancient date, on some rows only) gets a copy instead.
 Cost at 10^6 rows of 6 columns (local[2], a loaded 2-core machine, two runs): 4.1-5.0 s
 at creation instead of 0.3-0.4 s, 134 MB of executor storage, and then 5 Session
 queries in 35-37 s instead of 40-41 s (the caller's expressions are not recomputed).
@@ -591,10 +588,8 @@ class SparkEngine(SqlEngine):
     ----------
     dataframe:
         A ``pyspark.sql.DataFrame``. Unless :func:`read_path` returned it to be read in
-        place, or it is a bare scan of Parquet files read as :func:`read_path` would
-        read them (:func:`reads_parquet_as_is`), it is first materialised
-        (:func:`materialise`: computed once, now, in the caller's session, so that its
-        own expressions cannot fail during a query).
+        place, it is first materialised (:func:`materialise`: computed once, now, in
+        the caller's session, so that its own expressions cannot fail during a query).
         It is registered as a global temporary view (visible to the sessions of its
         Spark application) under a random name, and queried from a session of dpkit's
         own with ANSI mode off (module docstring).
@@ -697,7 +692,7 @@ class SparkEngine(SqlEngine):
         self._spark = owner.newSession()
         self._spark.conf.set("spark.sql.ansi.enabled", "false")
         self._quiet_query_context_log()
-        if dataframe not in _IN_PLACE and not reads_parquet_as_is(dataframe, self._spark):
+        if dataframe not in _IN_PLACE:
             # After the logs are quiet: a failure's context would quote the row.
             dataframe = materialise(dataframe)
         self._view = f"dpkit_{uuid.uuid4().hex}"
@@ -1008,64 +1003,6 @@ _PARQUET_REBASE = (
     "spark.sql.parquet.datetimeRebaseModeInRead",
     "spark.sql.parquet.int96RebaseModeInRead",
 )
-
-
-_LOGICAL_RELATION = "org.apache.spark.sql.execution.datasources.LogicalRelation"
-_FILE_RELATION = "org.apache.spark.sql.execution.datasources.HadoopFsRelation"
-_PARQUET_FORMAT = "org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat"
-
-
-def reads_parquet_as_is(dataframe: Any, querying: Any) -> bool:
-    """Whether ``dataframe`` is a bare scan of Parquet files that a query may read in
-    place, as it reads :func:`read_path`'s own frames (``spark.read.parquet(path)``,
-    the usual way a Spark table reaches dpkit).
-
-    Materialising a DataFrame (:func:`materialise`) is there to evaluate the caller's
-    expressions -- Python UDFs, casts under ANSI mode -- once, before anything is
-    spent. A bare scan has none: its analysed plan is a single file relation over
-    Parquet, with no projection, filter or other operator above it. What such a scan
-    can still do while a query runs is what :func:`read_path`'s frames can do: raise on
-    an ancient date under a rebase mode of EXCEPTION (refused here: either session's
-    setting, or a reader option -- any reader option at all sends the frame to be
-    copied), or fail as a whole file (deleted, corrupt), which fails closed like any
-    failure after the charge. A schema the caller gave the reader (``.schema(...)``)
-    could declare types the files do not hold; the frame is read in place only if its
-    schema is the one Spark infers from the same paths.
-
-    Anything unexpected (another Spark version's classes, Spark Connect, a streaming
-    frame) answers False: the frame is copied, as before (issue 34: at 10^7 rows of
-    three columns the copy took 9 of the 23 seconds of a Session's first query).
-    """
-    try:
-        plan = dataframe._jdf.queryExecution().analyzed()
-        if plan.getClass().getName() != _LOGICAL_RELATION or plan.isStreaming():
-            return False
-        relation = plan.relation()
-        if relation.getClass().getName() != _FILE_RELATION:
-            return False
-        if relation.fileFormat().getClass().getName() != _PARQUET_FORMAT:
-            return False
-        if relation.bucketSpec().isDefined():
-            return False
-        options = {
-            str(key).lower() for key in str(relation.options().keys().mkString("\n")).split("\n")
-        }
-        if not options <= {"path", "paths", ""}:
-            return False
-        owner = dataframe.sparkSession
-        for session in (owner, querying):
-            if any(
-                # The effective setting (the registered default when unset).
-                str(session.conf.get(key)).upper() == "EXCEPTION"
-                for key in _PARQUET_REBASE
-            ):
-                return False
-        paths = str(relation.location().rootPaths().mkString("\n")).split("\n")
-        if not all(paths):
-            return False
-        return bool(owner.read.parquet(*paths).schema == dataframe.schema)
-    except Exception:
-        return False
 
 
 def materialise(dataframe: Any) -> Any:
