@@ -333,6 +333,28 @@ def test_a_parquet_scan_that_raises_on_an_ancient_date_is_copied_at_creation(
     assert outcomes[1][:-1] == ["created"] + ["ok"] * len(THRESHOLDS)
 
 
+def _staff_seen(folder: Path, alice_seen: int) -> Path:
+    """A Parquet file pyarrow writes without complaint: 3,000 rows sorted by salary in
+    row groups of 500 (alice's, 52,000, last), and a TIMESTAMP(MILLIS) column ``seen``
+    holding ``alice_seen`` ms on alice's row (2^62 overflows the conversion to
+    microseconds of Spark's and DuckDB's readers)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    n = 3000
+    seen = [1_600_000_000_000] * (n - 1) + [alice_seen]
+    table = pa.table(
+        {
+            "name": [f"p{i}" for i in range(n - 1)] + ["alice"],
+            "salary": [30_000.0 + i for i in range(n - 1)] + [52_000.0],
+            "seen": pa.array(seen, pa.timestamp("ms", tz="UTC")),
+        }
+    )
+    path = folder / "staff.parquet"
+    pq.write_table(table, path, row_group_size=500)
+    return path
+
+
 def _seen_queries() -> list[Query]:
     """The bisection on alice's salary, each query reading the column ``seen``."""
     return [
@@ -352,21 +374,7 @@ def test_a_parquet_scan_whose_reader_fails_on_one_value_fails_at_creation(
     # is at least t -- a bisection. from_spark copies the bare scan at creation, where
     # the failure spends nothing (found by an adversarial review of reading such scans
     # in place, 2026-11-30; that change was reverted).
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    n = 3000
-    table = pa.table(
-        {
-            "name": [f"p{i}" for i in range(n - 1)] + ["alice"],
-            "salary": [30_000.0 + i for i in range(n - 1)] + [52_000.0],
-            "seen": pa.array(
-                [1_600_000_000_000] * (n - 1) + [alice_seen], pa.timestamp("ms", tz="UTC")
-            ),
-        }
-    )
-    path = tmp_path / "staff.parquet"
-    pq.write_table(table, path, row_group_size=500)
+    path = _staff_seen(tmp_path, alice_seen)
     ledger = tmp_path / "ledger"
     try:
         session = dp.Session.from_spark(
@@ -414,19 +422,7 @@ def test_partitions_whose_files_disagree_on_a_type_fail_at_creation(
 def test_from_path_parquet_whose_reader_fails_on_one_value_fails_at_creation(
     spark: Any, tmp_path: Path, engine: str
 ) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    n = 3000
-    table = pa.table(
-        {
-            "name": [f"p{i}" for i in range(n - 1)] + ["alice"],
-            "salary": [30_000.0 + i for i in range(n - 1)] + [52_000.0],
-            "seen": pa.array([1_600_000_000_000] * (n - 1) + [2**62], pa.timestamp("ms", tz="UTC")),
-        }
-    )
-    path = tmp_path / "staff.parquet"
-    pq.write_table(table, path, row_group_size=500)
+    path = _staff_seen(tmp_path, 2**62)
     ledger = tmp_path / "ledger"
     try:
         session = dp.Session.from_path(

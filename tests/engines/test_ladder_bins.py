@@ -63,27 +63,29 @@ def test_power_ladder_recognises_only_exact_ladders() -> None:
         assert power_ladder(bad) is None, bad
 
 
-@pytest.mark.parametrize("name", sorted(LADDERS))
-def test_duckdb_ladder_index_is_the_binary_search(name: str) -> None:
+def _duckdb_indices(interior: list[float], values: list[Any]) -> list[Any]:
+    """Per value, in order: its arithmetic index and its binary search's, on DuckDB."""
     import duckdb
 
     from dpkit.analytics.engines.duckdb import DuckDBEngine
 
-    interior = LADDERS[name]
     ladder = power_ladder(interior)
     assert ladder is not None
     connection = duckdb.connect()
     connection.execute(
-        "CREATE TABLE t AS SELECT unnest(?) AS i, unnest(?) AS x",
-        [
-            list(range(len(VALUES))),
-            VALUES,
-        ],
+        "CREATE TABLE t AS SELECT unnest(?) AS i, CAST(unnest(?) AS DOUBLE) AS x",
+        [list(range(len(values))), values],
     )
     engine = DuckDBEngine(connection, "t")
     index = engine._ladder_index('"x"', interior, *ladder)
     search = _bin_search('"x"', [_literal(e) for e in interior])
-    rows = engine._execute(f"SELECT {index}, {search} FROM t ORDER BY i")
+    return engine._execute(f"SELECT {index}, {search} FROM t ORDER BY i")
+
+
+@pytest.mark.parametrize("name", sorted(LADDERS))
+def test_duckdb_ladder_index_is_the_binary_search(name: str) -> None:
+    interior = LADDERS[name]
+    rows = _duckdb_indices(interior, VALUES)
     assert [r[0] for r in rows] == _truth(interior)
     assert [r[1] for r in rows] == _truth(interior)
 
@@ -114,22 +116,8 @@ NO_BIN = [math.nan, None, -math.nan]
 
 @pytest.mark.parametrize("name", sorted(LADDERS))
 def test_duckdb_bin_index_is_total_on_nan_and_null(name: str) -> None:
-    import duckdb
-
-    from dpkit.analytics.engines.duckdb import DuckDBEngine
-
     interior = LADDERS[name]
-    ladder = power_ladder(interior)
-    assert ladder is not None
-    connection = duckdb.connect()
-    connection.execute(
-        "CREATE TABLE t AS SELECT unnest(?) AS i, CAST(unnest(?) AS DOUBLE) AS x",
-        [list(range(len(NO_BIN))), NO_BIN],
-    )
-    engine = DuckDBEngine(connection, "t")
-    index = engine._ladder_index('"x"', interior, *ladder)
-    search = _bin_search('"x"', [_literal(e) for e in interior])
-    rows = engine._execute(f"SELECT {index}, {search} FROM t ORDER BY i")
+    rows = _duckdb_indices(interior, NO_BIN)
     assert all(0 <= v <= len(interior) for row in rows for v in row)
 
 
