@@ -90,21 +90,27 @@ def test_duckdb_ladder_index_is_the_binary_search(name: str) -> None:
     assert [r[1] for r in rows] == _truth(interior)
 
 
-@pytest.mark.parametrize("name", sorted(LADDERS))
-def test_spark_ladder_index_is_the_binary_search(spark: Any, name: str) -> None:
+def _spark_indices(spark: Any, interior: list[float], values: list[Any]) -> list[Any]:
+    """Per value, in order: its arithmetic index and its binary search's, on Spark."""
     from pyspark.sql import types as T  # noqa: N812 - PySpark's own convention
 
     from dpkit.analytics.engines.spark import SparkEngine
 
-    interior = LADDERS[name]
     ladder = power_ladder(interior)
     assert ladder is not None
     schema = T.StructType([T.StructField("i", T.LongType()), T.StructField("x", T.DoubleType())])
-    frame = spark.createDataFrame(list(enumerate(VALUES)), schema)
-    engine = SparkEngine(frame)
+    engine = SparkEngine(spark.createDataFrame(list(enumerate(values)), schema))
     index = engine._ladder_index("`x`", interior, *ladder)
-    rows = engine._execute(f"SELECT {index} FROM {engine.relation} ORDER BY i")
+    search = _bin_search("`x`", [_literal(e) for e in interior])
+    return engine._execute(f"SELECT {index}, {search} FROM {engine.relation} ORDER BY i")
+
+
+@pytest.mark.parametrize("name", sorted(LADDERS))
+def test_spark_ladder_index_is_the_binary_search(spark: Any, name: str) -> None:
+    interior = LADDERS[name]
+    rows = _spark_indices(spark, interior, VALUES)
     assert [r[0] for r in rows] == _truth(interior)
+    assert [r[1] for r in rows] == _truth(interior)
 
 
 #: Values a binned column can hold that have no bin: the statement's WHERE drops their
@@ -123,16 +129,6 @@ def test_duckdb_bin_index_is_total_on_nan_and_null(name: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(LADDERS))
 def test_spark_bin_index_is_total_on_nan_and_null(spark: Any, name: str) -> None:
-    from pyspark.sql import types as T  # noqa: N812 - PySpark's own convention
-
-    from dpkit.analytics.engines.spark import SparkEngine
-
     interior = LADDERS[name]
-    ladder = power_ladder(interior)
-    assert ladder is not None
-    schema = T.StructType([T.StructField("i", T.LongType()), T.StructField("x", T.DoubleType())])
-    engine = SparkEngine(spark.createDataFrame(list(enumerate(NO_BIN)), schema))
-    index = engine._ladder_index("`x`", interior, *ladder)
-    search = _bin_search("`x`", [_literal(e) for e in interior])
-    rows = engine._execute(f"SELECT {index}, {search} FROM {engine.relation} ORDER BY i")
+    rows = _spark_indices(spark, interior, NO_BIN)
     assert all(0 <= v <= len(interior) for row in rows for v in row)
