@@ -428,3 +428,32 @@ def test_from_path_parquet_whose_reader_fails_on_one_value_fails_at_creation(
         return
     seen = session_transcript(session, _seen_queries(), budget=TINY)
     assert seen[:-1] == ["ok"] * len(THRESHOLDS), seen
+
+
+@pytest.mark.parametrize("alice_seen", [2**62, 1_600_000_000_000])
+@pytest.mark.parametrize("engine", ["duckdb", "spark"])
+def test_a_second_parquet_table_whose_reader_fails_on_one_value_fails_at_creation(
+    spark: Any, tmp_path: Path, engine: str, alice_seen: int
+) -> None:
+    # A Session over several files: the failing file is the second table, which the
+    # Spark engine registers beside the first (SparkEngine.register), not the first.
+    first = tmp_path / "first"
+    first.mkdir()
+    good = _staff_seen(first, 1_600_000_000_000)
+    bad = _staff_seen(tmp_path, alice_seen)
+    ledger = tmp_path / "ledger"
+    try:
+        session = dp.Session.from_tables(
+            {"people": good, "visits": bad},
+            privacy_unit="name",
+            budget=dp.PureDP(1.0),
+            ledger=ledger,
+            rng=0,
+            engine=engine,
+        )
+    except DataError:
+        assert alice_seen == 2**62 and not ledger.exists()
+        return
+    assert alice_seen != 2**62, "the failing file was read in place"
+    query = Query.from_table("visits").filter("seen IS NOT NULL").bound(max_rows=1).count()
+    assert session_transcript(session, [query], budget=TINY)[:-1] == ["ok"]

@@ -743,8 +743,11 @@ class SparkEngine(SqlEngine):
         """Another table of a Session over several tables: ``dataframe`` materialised
         (unless ``in_place``: a copy dpkit made) and registered as a global temporary
         view of its own; returns the SQL naming it."""
-        if not in_place and dataframe not in _IN_PLACE:
-            dataframe = materialise(dataframe)
+        if not in_place:
+            if dataframe in _IN_PLACE:
+                read_every_value(dataframe)  # a file read_path opened (as __init__)
+            else:
+                dataframe = materialise(dataframe)
         view = f"dpkit_{uuid.uuid4().hex}"
         dataframe.createOrReplaceGlobalTempView(view)
         database = self._spark.conf.get("spark.sql.globalTempDatabase", "global_temp")
