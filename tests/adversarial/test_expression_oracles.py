@@ -82,6 +82,21 @@ ATTACKS: dict[str, Callable[[int], str]] = {
         f"CAST(CASE WHEN salary >= {t} THEN 'not a date' ELSE '2020-01-01' END AS DATE) "
         "> DATE '2000-01-01'"
     ),
+    # Terms that their types prove total run outside TRY (dpkit.analytics._total_filter):
+    # the attacker puts such terms around the secret, hoping one of them takes the
+    # secret out of TRY with it, or runs on a row the TRY part would have dropped.
+    "cast-after-bare-terms": lambda t: (
+        f"salary > 0 AND name <> 'zed' AND clicks >= 0 AND CASE WHEN name = 'alice' AND "
+        f"salary >= {t} THEN CAST('x' AS INTEGER) ELSE 1 END = 1"
+    ),
+    "overflow-between-bare-terms": lambda t: (
+        f"salary BETWEEN 0 AND 1e300 AND (CASE WHEN name = 'alice' AND salary >= {t} THEN "
+        "CAST(9223372036854775807 AS BIGINT) + clicks ELSE 1 END = 1) AND region IN "
+        "('north', 'south', 'east')"
+    ),
+    "secret-in-an-or-of-bare-terms": lambda t: (
+        f"(salary >= {t} OR clicks = 2) AND (name = 'alice' OR CAST(name AS INTEGER) = 1)"
+    ),
 }
 
 

@@ -36,6 +36,7 @@ from dpkit.analytics._expr import (
 from dpkit.analytics._keys import canonical_key_tuples
 from dpkit.analytics._order import ACCURACY_SUFFIX, ORDER_KINDS, OrderSpec, order_spec
 from dpkit.analytics._plan import PartScope, Plan, Statistic
+from dpkit.analytics._total_filter import with_total_terms_bare
 from dpkit.analytics.engines import is_numeric, quote
 from dpkit.analytics.query import Aggregation, KeySet, Query, TableKeys
 from dpkit.errors import DataError, InternalError, InvalidParameter
@@ -209,7 +210,12 @@ def validated_rows(
         derived.append((name, validate_expression(expression, known, "Query.with_column")))
         sizes[name] = _bounded_size(expression, sizes, "Query.with_column")
         known.add(name)
-    filters = tuple(validate_expression(f, known, "Query.filter") for f in given_filters)
+    # A filter's terms that its column types prove total are written bare, ahead of its
+    # TRY form, so the engine can push them into scans (dpkit.analytics._total_filter).
+    filters = tuple(
+        with_total_terms_bare(validate_expression(f, known, "Query.filter"), f, schema)
+        for f in given_filters
+    )
     for expression in given_filters:
         _bounded_size(expression, sizes, "Query.filter")
     return derived, filters, known, sizes

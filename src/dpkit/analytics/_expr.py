@@ -121,9 +121,11 @@ _CAST_TYPES = frozenset(
     {
         "TINYINT", "SMALLINT", "INT", "BIGINT", "INT128", "UTINYINT", "USMALLINT", "UINT",
         "UBIGINT", "UINT128", "FLOAT", "DOUBLE", "DECIMAL", "VARCHAR", "TEXT", "CHAR",
-        "BOOLEAN", "DATE", "TIMESTAMP", "TIMESTAMPTZ", "TIME",
+        "BOOLEAN", "DATE", "TIMESTAMP", "TIMESTAMPNTZ", "TIMESTAMPTZ", "TIME",
     }
 )  # fmt: skip
+# SQLGlot (>= 26) reads DuckDB's TIMESTAMP as TIMESTAMPNTZ (and prints it back as
+# TIMESTAMP): without that name, CAST(x AS TIMESTAMP) and TIMESTAMP '...' were refused.
 
 
 #: Date parts accepted as bare words (EXTRACT's and INTERVAL's units).

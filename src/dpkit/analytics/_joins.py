@@ -502,6 +502,7 @@ def _pushed_filters(
     from sqlglot import exp
 
     from dpkit.analytics._expr import validate_expression
+    from dpkit.analytics._total_filter import with_total_terms_bare
 
     step = query.per_person_step
     filters = step.filters if step is not None else query.filters
@@ -523,7 +524,9 @@ def _pushed_filters(
             if not names or not names <= own or names & derived:
                 continue
             try:
-                pushed.append(validate_expression(term.sql(dialect="duckdb"), own, "Query.filter"))
+                text = term.sql(dialect="duckdb")
+                checked = validate_expression(text, own, "Query.filter")
+                pushed.append(with_total_terms_bare(checked, text, right.schema))
             except (DPError, RecursionError):  # refused where the whole filter is checked
                 continue
     return pushed
