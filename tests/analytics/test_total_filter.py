@@ -207,3 +207,24 @@ def test_the_rewritten_filter_keeps_exactly_the_rows_of_its_try_form(
 def test_each_numeric_type_of_the_allowlist_is_in_the_extreme_table(column: str) -> None:
     # The matrix above covers every type the allowlist names.
     assert column in {t for t, _ in EXTREMES.values()}
+
+
+def test_timestamp_literals_filter_a_session_query() -> None:
+    # SQLGlot (>= 26) reads TIMESTAMP as TIMESTAMPNTZ, which the grammar refused: a
+    # filter on a timestamp column could not name a timestamp. Accepted now, written
+    # bare (a TIMESTAMP column against a TIMESTAMP literal), and it keeps the right rows.
+    import datetime as dt
+
+    import pandas as pd
+
+    import dpkit as dp
+    from dpkit.analytics import Query
+
+    when = [dt.datetime(2020, 1, 1) + dt.timedelta(hours=h) for h in range(100)]
+    session = dp.Session.from_pandas(pd.DataFrame({"at": when}), budget=dp.PureDP(1e7), rng=0)
+    for expression in (
+        "at >= TIMESTAMP '2020-01-02 00:00:00'",
+        "at >= CAST('2020-01-02' AS TIMESTAMP)",
+    ):
+        result = session.evaluate(Query().filter(expression).count(), budget=dp.PureDP(1e6))
+        assert abs(float(result.dataframe["count"].iloc[0]) - 76) < 1
