@@ -457,3 +457,87 @@ def test_a_second_parquet_table_whose_reader_fails_on_one_value_fails_at_creatio
     assert alice_seen != 2**62, "the failing file was read in place"
     query = Query.from_table("visits").filter("seen IS NOT NULL").bound(max_rows=1).count()
     assert session_transcript(session, [query], budget=TINY)[:-1] == ["ok"]
+
+
+#: Filters whose answer on a row group the engines could take from Parquet's statistics
+#: (which leave NaN out): with their true count on the file of _nan_neighbour, for
+#: alice's value ``a``.
+NAN_FILTERS: dict[str, Callable[[float], int]] = {
+    "f <> 1": lambda a: int(a != 1) + 301,
+    "NOT (f = 1)": lambda a: int(a != 1) + 301,
+    "f > 2": lambda a: int(a > 2) + 301,
+    "f + 0 > 2": lambda a: int(a > 2) + 301,
+    "isnan(f)": lambda a: 300,
+    "NOT isnan(f)": lambda a: 2,
+    "u >= 0 AND f <= 1": lambda a: int(a <= 1),
+}
+
+
+def _nan_neighbour(folder: Path, alice: float, *, tail: bool = True) -> Path:
+    """alice (u = 0) shares a row group with 300 NaN rows, as pyarrow writes them: the
+    group's min and max are alice's value. A last row group holds 5.0 (with ``tail``)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    values = [alice, *[float("nan")] * 300, *([5.0] if tail else [])]
+    path = folder / f"nan_{alice}.parquet"
+    table = pa.table({"u": list(range(len(values))), "f": pa.array(values, pa.float64())})
+    pq.write_table(table, path, row_group_size=301)
+    return path
+
+
+@pytest.mark.parametrize("engine", ["duckdb", "spark"])
+def test_parquet_statistics_without_nan_decide_nothing_about_other_rows(
+    spark: Any, tmp_path: Path, engine: str
+) -> None:
+    # The attacker reads Parquet's row-group statistics through the engine's pruning:
+    # with alice's value at 1.0, a group of NaN rows has min = max = 1.0, so `f <> 1`
+    # pruned the whole group (300 other persons uncounted), `isnan(f)` was folded to
+    # false (their NaN clamped into sums); at 2.0 they were counted. One person's value
+    # moved a count by 300 (DuckDB issue 25521; Spark prunes the same way). Every
+    # answer must be the row-by-row one, on both engines.
+    for alice in (1.0, 2.0):
+        path = _nan_neighbour(tmp_path, alice)
+        session = dp.Session.from_path(
+            path, privacy_unit="u", budget=dp.PureDP(1e8), rng=0, engine=engine
+        )
+        for expression, truth in NAN_FILTERS.items():
+            query = Query().filter(expression).bound(max_rows=1).count()
+            released = session.evaluate(query, budget=dp.PureDP(1e6)).dataframe["count"]
+            assert round(float(released.iloc[0])) == truth(alice), (alice, expression)
+        # NaN is missing in a sum: alice's value and the 5.0, whatever the statistics.
+        total = session.evaluate(
+            Query().bound(max_rows=1).sum("f", bounds=(0.0, 10.0)), budget=dp.PureDP(1e6)
+        ).dataframe["sum_f"]
+        assert abs(float(total.iloc[0]) - (alice + 5.0)) < 0.01, alice
+
+
+@pytest.mark.parametrize("target", ["BIGINT", "DECIMAL(18,3)", "text"])
+@pytest.mark.parametrize("engine", ["duckdb", "spark"])
+def test_parquet_statistics_without_nan_cross_no_schema_conversion(
+    spark: Any, tmp_path: Path, engine: str, target: str
+) -> None:
+    # The same file read with schema={"f": <not a float>}: DuckDB carried the statistics
+    # through the conversion, concluded it could not fail, and folded `f IS NULL` to
+    # false: 0 instead of 300 with alice at 1.0, 301 with alice at 1e300 (found by the
+    # second review). The NaN rows convert to NULL; alice's value converts or not.
+    # One row group (the file's statistics are the group's: DuckDB folded then).
+    if target == "text":
+        target = "VARCHAR" if engine == "duckdb" else "STRING"
+    for alice in (1.0, 1e300):
+        path = _nan_neighbour(tmp_path, alice, tail=False)
+        session = dp.Session.from_path(
+            path,
+            privacy_unit="u",
+            budget=dp.PureDP(1e8),
+            rng=0,
+            engine=engine,
+            schema={"f": target},
+        )
+        if target in ("VARCHAR", "STRING"):  # NaN is the text 'nan' ('NaN' on Spark)
+            expression, truth = "lower(f) = 'nan'", 300
+        else:
+            expression, truth = "f IS NULL", 300 + int(alice > 1e15)
+        query = Query().filter(expression).bound(max_rows=1).count()
+        released = session.evaluate(query, budget=dp.PureDP(1e6)).dataframe["count"]
+        assert round(float(released.iloc[0])) == truth, (alice, target)

@@ -566,8 +566,9 @@ def test_a_udf_that_fails_on_one_row_fails_at_creation_and_spends_nothing(spark:
 def test_a_real_job_failure_during_a_query_fails_closed(spark: Any, tmp_path: Any) -> None:
     # A Parquet file read in place, deleted after the Session was created: the job
     # fails while the query reads rows, after the charge. The Session fails closed.
+    # (Integer salaries: a file with a floating-point column is copied at creation.)
     path = tmp_path / "staff.parquet"
-    staff(52_000.0).to_parquet(path)
+    staff(52_000.0).astype({"salary": "int64"}).to_parquet(path)
     session = dp.Session.from_path(path, engine="spark", budget=dp.PureDP(1.0))
     path.unlink()
     with pytest.raises(dp.SessionLocked) as caught:

@@ -75,6 +75,13 @@ Parquet (``.parquet``, ``.pq``)
     function of the file, every later query converts the same values. Cost: one scan,
     0.2 s for 10^7 rows of 10 columns (2 cores), against ~0.5 s to copy them.
 
+    A FLOAT or DOUBLE column is read through ``TRY(column)``: Parquet's row-group
+    statistics leave NaN out of min and max, and DuckDB's optimizer took them for
+    bounds of every value, pruning a group for ``f <> 1`` and folding ``isnan(f)`` to
+    false when its finite values allowed it, so one row's value decided how the NaN
+    rows of others were counted (DuckDB issue 25521; tests/adversarial/
+    test_source_attacks.py). No statistic crosses ``TRY``; the values are the same.
+
 A file that cannot be read raises :class:`~dpkit.errors.DataError` at creation,
 naming the file and the class of DuckDB's error only: DuckDB's message can quote
 rows, so it is neither shown nor chained.
@@ -715,13 +722,29 @@ def _parquet_read(
         for r in connection.execute(f"DESCRIBE SELECT * FROM {reader}").fetchall()
     }
     types = _apply_schema(stored, schema, owner, label)
-    columns = [
-        _ident(c)
-        if c not in (schema or {})
-        else f"{_convert(_ident(c), types[c], {})} AS {_ident(c)}"
-        for c in stored
-    ]
+    columns = []
+    for c in stored:
+        value = _ident(c)
+        if stored[c].upper() in _NAN_TYPES:
+            # Parquet's min/max statistics leave NaN out (its specification; pyarrow,
+            # Spark and DuckDB write them so), and DuckDB's optimizer trusts them as
+            # bounds of every value: it pruned a row group for `f <> 1` or `f > 2`, and
+            # folded `isnan(f)` to false, whenever the group's other values were finite,
+            # dropping or clamping its NaN rows (DuckDB issue 25521). One person's value
+            # then decided how 1,000 other rows were counted (found by the adversarial
+            # review). No statistic reaches a query through TRY: the value is the same,
+            # read per row. Decided on the stored type, before schema= converts it:
+            # DuckDB carries the statistics through a cast (a DOUBLE read as BIGINT had
+            # `f IS NULL` folded to false; found by the second review).
+            value = f"TRY({value})"
+        if c in (schema or {}):
+            value = _convert(value, types[c], {})
+        columns.append(value if value == _ident(c) else f"{value} AS {_ident(c)}")
     return columns, reader
+
+
+#: Column types with NaN, which Parquet's statistics do not bound (_parquet_read).
+_NAN_TYPES = frozenset({"FLOAT", "DOUBLE", "REAL", "FLOAT4", "FLOAT8"})
 
 
 def _apply_schema(

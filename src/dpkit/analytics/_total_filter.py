@@ -50,6 +50,14 @@ them); a string literal against a non-VARCHAR column, and a DATE against a TIMES
 combination the allowlist accepts against each type's extreme values (NULL, NaN, the
 infinities, the integer types' ends, the largest dates and timestamps) on DuckDB.
 
+The argument takes each row alone, as the engine's own evaluation does. Statistics the
+engine did not compute itself can break that: Parquet's row-group min and max leave NaN
+out, and both engines pruned row groups by them, so a bare ``f <> 1`` dropped NaN rows
+of other persons (found by the adversarial review of this module; the same held inside
+``TRY`` for ``isnan(f)``). The sources keep such statistics away from queries: a Parquet
+file's floating-point columns are read through ``TRY`` on DuckDB and copied on Spark
+(:mod:`dpkit.analytics._sources`, :func:`dpkit.analytics.engines.spark.read_path`).
+
 Spark runs dpkit's session with ANSI mode off (comparisons do not raise) and drops
 ``TRY`` in its translation, so the bare terms change nothing there.
 """

@@ -1086,7 +1086,8 @@ def read_path(
 
     A Parquet file is read in place by :class:`SparkEngine` (typed by its footer: its
     scan parses no text; ``schema`` converts with ``try_cast``), unless ``spark`` reads
-    ancient dates with a rebase mode of EXCEPTION (:data:`_PARQUET_REBASE`). A CSV file
+    ancient dates with a rebase mode of EXCEPTION (:data:`_PARQUET_REBASE`) or the file
+    has a floating-point column (whose row-group statistics leave NaN out). A CSV file
     is materialised, as any DataFrame: Spark's CSV reader can fail on a line (one with
     more fields than ``maxColumns``, 20,480: a task failure in every mode), and the
     copy makes every later query cheaper.
@@ -1131,6 +1132,14 @@ def read_path(
             f"{owner}: Spark cannot read {path!r} ({type(err).__name__}). The message is "
             "not shown because it may quote row values."
         ) from None
+    # Parquet's min/max statistics leave NaN out, and Spark's reader prunes row groups
+    # by them: read in place, `f <> 1` dropped a group's NaN rows whenever its other
+    # values were all 1, so one person's value decided how other rows were counted
+    # (found by the adversarial review; DuckDB's side: _sources._parquet_read). A file
+    # with a floating-point column anywhere in its schema -- as stored, whatever schema=
+    # converts it to -- is copied (materialised) like any DataFrame: no statistic
+    # reaches a query of the copy.
+    floating = any(word in frame.schema.simpleString() for word in ("float", "double"))
     if schema:
         from pyspark.sql import functions
 
@@ -1138,9 +1147,16 @@ def read_path(
         if missing:
             raise DataError(f"{owner}: schema= names column(s) {missing} the file does not have.")
         for column, type_name in schema.items():
+            # Spark's VARCHAR needs a length; its text type is STRING.
+            if type_name.strip().upper() in ("VARCHAR", "TEXT"):
+                type_name = "STRING"
             frame = frame.withColumn(column, functions.expr(f"try_cast(`{column}` AS {type_name})"))
-    if lower.endswith((".parquet", ".pq")) and all(
-        str(spark.conf.get(key, "CORRECTED")).upper() != "EXCEPTION" for key in _PARQUET_REBASE
+    if (
+        lower.endswith((".parquet", ".pq"))
+        and not floating
+        and all(
+            str(spark.conf.get(key, "CORRECTED")).upper() != "EXCEPTION" for key in _PARQUET_REBASE
+        )
     ):
         _IN_PLACE.add(frame)
     return frame
