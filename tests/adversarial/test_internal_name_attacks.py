@@ -587,7 +587,7 @@ def test_partition_ignores_shadow_columns() -> None:
 
 #: Names of the partition's and the bounding's SQL (SqlEngine._source, _rows,
 #: _bounded; per_person; the join's truncation) for a unit or a partition column.
-ROLE_NAMES = ["__u", "__pu", "__pc", "__hl", "__p", "__q", "__r", "__src", "__dpkit_pu"]
+ROLE_NAMES = ["__u", "__pu", "__pc", "__hl", "__p", "__q", "__r", "__src", "__dpkit_pb0"]
 
 
 def renamed(key: str, action: Action, old: str, new: str, attack: Action, **kw: Any) -> dict:
@@ -609,11 +609,11 @@ def test_a_partition_column_named_like_an_internal_name(name: str, case: str) ->
 
 
 @pytest.mark.parametrize("case", ["as_written", "upper"])
-@pytest.mark.parametrize("name", ["__u", "__pu", "__src", "__dpkit_pu"])
+@pytest.mark.parametrize("name", ["__u", "__pu", "__src", "__dpkit_pb0"])
 @pytest.mark.parametrize("shape", ["private_keys", "per_person"])
 def test_a_privacy_unit_named_like_an_internal_name(name: str, case: str, shape: str) -> None:
     """The unit is named like dpkit's unit alias (``__u``), the partition's (``__pu``),
-    per_person's (``__dpkit_pu``): the results are those of the unit named ``uid`` (for
+    per_person.s (``__dpkit_pb0``): the results are those of the unit named ``uid`` (for
     the __dpkit prefix, per_person is refused by name, before the charge)."""
     assert name in INTERNAL
     unit = CASES[case](name)

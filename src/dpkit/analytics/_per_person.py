@@ -195,17 +195,22 @@ def person_relation(
     # Group keys in canonical form, computed in an inner projection (so no output name
     # can shadow them); each output column is the min of values equal in that form,
     # written in one spelling (_one_spelling), so the same whatever the rows' order.
-    unit_value = _one_spelling(engine, engine.q(unit), schema[unit])
-    inner = [f"{unit_value} AS __dpkit_pu", f"{unit_sql} AS __dpkit_pk0"]
-    select = [f"min(__dpkit_pu) AS {engine.q(unit)}"]
-    groups = ["__dpkit_pk0"]
-    for i, column in enumerate(step.by, start=1):
-        inner.append(f"{_one_spelling(engine, engine.q(column), types[column])} AS __dpkit_pb{i}")
-        inner.append(
-            f"{engine.canonical_key_sql(engine.q(column), types[column])} AS __dpkit_pk{i}"
-        )
-        select.append(f"min(__dpkit_pb{i}) AS {engine.q(column)}")
+    # Where the one spelling is the canonical form itself (integers, booleans, decimals),
+    # the output column is the group key, with no min() to compute per row (TPC-H Q18's
+    # statement: ~6% faster).
+    inner, select, groups = [], [], []
+    for i, (column, type_name) in enumerate(
+        [(unit, schema[unit]), *((c, types[c]) for c in step.by)]
+    ):
+        value = _one_spelling(engine, engine.q(column), type_name)
+        key = engine.canonical_key_sql(engine.q(column), type_name)
+        inner.append(f"{key} AS __dpkit_pk{i}")
         groups.append(f"__dpkit_pk{i}")
+        if key == f"({value})":
+            select.append(f"__dpkit_pk{i} AS {engine.q(column)}")
+        else:
+            inner.append(f"{value} AS __dpkit_pb{i}")
+            select.append(f"min(__dpkit_pb{i}) AS {engine.q(column)}")
     inner += [engine.q(name) for name, _ in arguments]
     where = [f"({engine.expression(f, tuple(rendered))})" for f in filters]
     where.append(f"{unit_sql} IS NOT NULL")
