@@ -132,7 +132,7 @@ class TpchQuery:
     ratio: bool = False
     # The same query with the customer's contribution bounded, written by hand in the
     # cheapest form of dpkit's bounding semantics (bounded_sql); None where the DP form
-    # is already grouped by the customer (Q13, Q18).
+    # is already grouped by the customer (Q13; Q18's is written by hand).
     bounded: str | None = None
 
 
@@ -648,6 +648,27 @@ FROM (SELECT o_custkey, o_orderkey
         "l_custkey", (), f"FROM lineitem JOIN part ON l_partkey = p_partkey {q14_where}",
         [Value("promo", "sum", promo, *price), *revenue], rows=b14.rows,
     )  # fmt: skip
+    # Q18's DP form is a per-customer subquery, not bounded_sql's shape: written by hand.
+    # lineitem truncated to 7 rows per customer and order (the ranked rows chosen by
+    # DuckDB's hash), the subquery's orders of more than 300 units (DOUBLE sums), at most
+    # b18.rows of them per customer.
+    q18_over = (
+        "SELECT l_custkey, l_orderkey FROM lineitem GROUP BY l_custkey, l_orderkey "
+        "HAVING count(*) > 7"
+    )
+    q18.bounded = (
+        f"WITH __x AS MATERIALIZED ({q18_over}), "
+        "__t AS (SELECT l_custkey, l_orderkey, l_quantity FROM lineitem ANTI JOIN __x "
+        "USING (l_custkey, l_orderkey) UNION ALL SELECT __r.l_custkey, __r.l_orderkey, "
+        "__r.l_quantity FROM lineitem AS __r SEMI JOIN __x USING (l_custkey, l_orderkey) "
+        "QUALIFY row_number() OVER (PARTITION BY l_custkey, l_orderkey ORDER BY hash(__r)) "
+        "<= 7), "
+        "__big AS (SELECT o_custkey, o_orderkey FROM orders JOIN __t AS lineitem "
+        "ON o_orderkey = l_orderkey AND o_custkey = l_custkey "
+        "GROUP BY o_custkey, o_orderkey HAVING SUM(l_quantity) > 300) "
+        f"SELECT sum(least(__c, {b18.rows})) AS n "
+        "FROM (SELECT o_custkey, count(*) AS __c FROM __big GROUP BY o_custkey) AS __pairs"
+    )
     return [q1, q1a, q3, q5, q6, q10, q12, q14, q13, q18]
 
 
@@ -1235,8 +1256,10 @@ def main() -> None:
         "pairs' counts and clamped sums scaled to the rows bound, the groups bound by one "
         "window over the pairs, joined private tables truncated to one row per customer "
         "and key; no noise, DOUBLE sums): the floor of any evaluation that bounds "
-        "contributions as dpkit does; empty where the DP form is already grouped by the "
-        "customer (Q13, Q18). "
+        "contributions as dpkit does (Q18's, a per-customer subquery, written by hand: "
+        "lineitem truncated to 7 rows per customer and order, the orders of more than 300 "
+        "units, at most 4 per customer); empty for Q13 (the DP form is already grouped by "
+        "the customer). "
         "SmartNoise s: its pandas reader's execute (SQLite); "
         "Qrlew s: rewriting plus running its SQL in DuckDB. SmartNoise's Privacy(epsilon) "
         "is spent by each mechanism, so it is scaled down by its own cost report to a total "
