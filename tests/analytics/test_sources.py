@@ -454,3 +454,39 @@ def test_names_that_do_not_resolve_on_a_cursor_are_data_errors() -> None:
             open_duckdb(con, name, owner="t")
     with pytest.raises(InvalidParameter, match="connection"):
         open_duckdb("not a connection", "raw", owner="t")
+
+
+@pytest.mark.parametrize("name", ["a[1].parquet", "a*.parquet", "a?.csv", "a{1}.csv"])
+def test_a_file_whose_name_is_a_glob_pattern_is_read_itself(tmp_path: Path, name: str) -> None:
+    # DuckDB's readers take a path as a pattern: a[1].parquet read a1.parquet instead,
+    # silently (found by the adversarial review). Each file is read by its own name.
+    frame = pd.DataFrame({"x": [1, 2, 3]})
+    decoy = pd.DataFrame({"x": list(range(100))})
+    target = tmp_path / name
+    for path, rows in (
+        (target, frame),
+        (
+            tmp_path
+            / name.replace("[1]", "1").replace("*", "1").replace("?", "1").replace("{1}", "1"),
+            decoy,
+        ),
+    ):
+        if path.suffix == ".csv":
+            rows.to_csv(path, index=False)
+        else:
+            rows.to_parquet(path)
+    opened = open_file(target, schema=None, owner="test")
+    count = opened.connection.execute(f"SELECT count(*) FROM {opened.relation}").fetchone()
+    assert count == (3,)
+
+
+def test_a_parquet_file_in_a_folder_named_like_a_partition_has_its_own_columns(
+    tmp_path: Path,
+) -> None:
+    # A single file is not a hive-partitioned dataset: k=NaN/ adds no column k.
+    folder = tmp_path / "k=NaN"
+    folder.mkdir()
+    pd.DataFrame({"x": [1.0, 2.0]}).to_parquet(folder / "d.parquet")
+    opened = open_file(folder / "d.parquet", schema=None, owner="test")
+    columns = [r[0] for r in opened.connection.execute(f"DESCRIBE {opened.relation}").fetchall()]
+    assert columns == ["x"]

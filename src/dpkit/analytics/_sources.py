@@ -202,6 +202,7 @@ import os
 import re
 import shutil
 import tempfile
+import uuid
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -468,7 +469,7 @@ def open_file(
         check_encoding(file, (csv or CsvOptions()).encoding, owner)
     database = into if into is not None else private_database()
     connection, directory, remove = database.connection, database.directory, database.remove
-    literal = _string(str(file.resolve()))
+    literal = _string(_unpatterned(file, directory))
     try:
         if is_csv:
             options = csv if csv is not None else CsvOptions()
@@ -543,6 +544,31 @@ def _private_database() -> tuple[Any, str, weakref.finalize[Any, Any]]:
     # an open file can be unlinked, so the connection need not be closed first.
     remove = weakref.finalize(connection, shutil.rmtree, directory, ignore_errors=True)
     return connection, directory, remove
+
+
+#: Characters DuckDB's readers take as a glob pattern in a path.
+_GLOB_CHARACTERS = frozenset("*?[]{}")
+
+
+def _unpatterned(file: Path, directory: str) -> str:
+    """The path DuckDB should read ``file`` by: its own, unless that contains a glob
+    character -- DuckDB's readers take ``a[1].parquet`` as a pattern and read
+    ``a1.parquet`` instead, silently (found by the adversarial review) -- in which case
+    a symbolic link to it in the private ``directory``, which lives as long as the
+    database (a Parquet view reads through it at every query)."""
+    resolved = str(file.resolve())
+    if not _GLOB_CHARACTERS.intersection(resolved):
+        return resolved
+    link = Path(directory) / f"source-{uuid.uuid4().hex}{''.join(file.suffixes[-2:])}"
+    try:
+        os.symlink(resolved, link)
+    except OSError:
+        raise DataError(
+            f"{file.name!r}: its path has a character DuckDB reads as a glob pattern "
+            f"({sorted(_GLOB_CHARACTERS.intersection(resolved))}), and no link to it could "
+            "be made; rename the file or its folder."
+        ) from None
+    return str(link)
 
 
 def _forget_database_file(directory: str) -> None:
@@ -715,7 +741,8 @@ def _parquet_read(
 ) -> tuple[list[str], str]:
     """The columns (converted where ``schema`` names them) and the reader of a Parquet
     file."""
-    reader = f"read_parquet({literal})"
+    # One file: no hive partition columns read from the folders' names (k=v/).
+    reader = f"read_parquet({literal}, hive_partitioning = false)"
     # DESCRIBE reads the footer (metadata) only.
     stored = {
         str(r[0]): str(r[1])
