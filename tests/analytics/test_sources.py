@@ -490,3 +490,20 @@ def test_a_parquet_file_in_a_folder_named_like_a_partition_has_its_own_columns(
     opened = open_file(folder / "d.parquet", schema=None, owner="test")
     columns = [r[0] for r in opened.connection.execute(f"DESCRIBE {opened.relation}").fetchall()]
     assert columns == ["x"]
+
+
+def test_a_folder_of_hive_partitions_keeps_its_partition_columns(tmp_path: Path) -> None:
+    # A folder read as one Parquet table (its name ends in .parquet): its k=v folders
+    # are columns, as before single files stopped reading them (found by the review).
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = tmp_path / "sales.parquet"
+    for uid in (1, 2):
+        (folder / f"uid={uid}").mkdir(parents=True)
+        pq.write_table(pa.table({"amount": [10, 20]}), folder / f"uid={uid}" / "part-0.parquet")
+    opened = open_file(folder, schema=None, owner="test")
+    rows = opened.connection.execute(
+        f"SELECT uid, sum(amount) FROM {opened.relation} GROUP BY uid ORDER BY uid"
+    ).fetchall()
+    assert rows == [(1, 30), (2, 30)]

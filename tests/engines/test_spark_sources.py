@@ -99,3 +99,37 @@ def test_without_pyspark_the_error_says_how_to_install_it(
     monkeypatch.setattr(builtins, "__import__", no_pyspark)
     with pytest.raises(InvalidParameter, match=r"dpkit\[spark\]"):
         spark_engine.spark_session("test")
+
+
+@pytest.mark.parametrize("name", ["t[1].parquet", "t*.parquet", "t?.csv", "t{1,2}.parquet"])
+@pytest.mark.parametrize("engine", ["duckdb", "spark"])
+def test_a_file_named_like_a_pattern_is_read_itself(
+    spark: Any, tmp_path: Path, engine: str, name: str
+) -> None:
+    # Both engines' readers take a path as a glob pattern: t[1].parquet read the decoy
+    # t1.parquet beside it (found by the adversarial review). Each reads the file named.
+    target = tmp_path / name
+    decoy = tmp_path / ("t1" + target.suffix)
+    for path, count in ((target, 3), (decoy, 40)):
+        rows = pd.DataFrame({"person": range(count), "amount": [1] * count})
+        if path.suffix == ".csv":
+            rows.to_csv(path, index=False)
+        else:
+            rows.to_parquet(path)
+    session = dp.Session.from_path(target, engine=engine, budget=dp.PureDP(1e8), rng=0)
+    released = session.evaluate(Query().count(), budget=dp.PureDP(1e6)).dataframe["count"]
+    assert round(float(released.iloc[0])) == 3
+
+
+def test_a_column_named_like_a_float_type_keeps_a_file_in_place(spark: Any, tmp_path: Path) -> None:
+    # A file is copied when a column's type is a float (Parquet statistics leave NaN
+    # out), decided on the types, not on the names: a bigint column named "double" is
+    # read in place; a double nested in a struct is copied.
+    from dpkit.analytics.engines.spark import _IN_PLACE, read_path
+
+    plain = tmp_path / "plain.parquet"
+    pd.DataFrame({"double": [1, 2], "float": [3, 4]}).to_parquet(plain)
+    assert read_path(spark, str(plain), None, "test") in _IN_PLACE
+    nested = tmp_path / "nested.parquet"
+    spark.createDataFrame([(1, (2.5,))], "u bigint, s struct<x: double>").write.parquet(str(nested))
+    assert read_path(spark, str(nested), None, "test") not in _IN_PLACE

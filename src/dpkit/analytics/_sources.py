@@ -486,7 +486,9 @@ def open_file(
             with contextlib.suppress(OSError):
                 (Path(directory) / "source.csv").unlink()
         else:
-            columns, reader = _parquet_read(connection, literal, schema, owner, file.name)
+            columns, reader = _parquet_read(
+                connection, literal, schema, owner, file.name, hive=file.is_dir()
+            )
             # Read in place (module docstring): a view over the file, typed by its footer.
             select = ", ".join(columns)
             what = "TABLE" if copy else "VIEW"
@@ -559,7 +561,10 @@ def _unpatterned(file: Path, directory: str) -> str:
     resolved = str(file.resolve())
     if not _GLOB_CHARACTERS.intersection(resolved):
         return resolved
-    link = Path(directory) / f"source-{uuid.uuid4().hex}{''.join(file.suffixes[-2:])}"
+    # The format's suffix only (".csv.gz"), never other parts of the name: a link named
+    # source-<hex>.[1].parquet would be a pattern again.
+    suffix = next(s for s in CSV_SUFFIXES + PARQUET_SUFFIXES if file.name.lower().endswith(s))
+    link = Path(directory) / f"source-{uuid.uuid4().hex}{suffix}"
     try:
         os.symlink(resolved, link)
     except OSError:
@@ -737,12 +742,23 @@ def _read_every_value(connection: Any, relation: str) -> None:
 
 
 def _parquet_read(
-    connection: Any, literal: str, schema: Mapping[str, str] | None, owner: str, label: str
+    connection: Any,
+    literal: str,
+    schema: Mapping[str, str] | None,
+    owner: str,
+    label: str,
+    *,
+    hive: bool = False,
 ) -> tuple[list[str], str]:
     """The columns (converted where ``schema`` names them) and the reader of a Parquet
-    file."""
-    # One file: no hive partition columns read from the folders' names (k=v/).
-    reader = f"read_parquet({literal}, hive_partitioning = false)"
+    file, or of a folder of them (``hive``: its k=v folders are columns)."""
+    # One file: no partition columns read from the names of the folders above it (a
+    # file under k=NaN/ had a column k); a folder's k=v partitions are its columns.
+    reader = (
+        f"read_parquet({literal})"
+        if hive
+        else f"read_parquet({literal}, hive_partitioning = false)"
+    )
     # DESCRIBE reads the footer (metadata) only.
     stored = {
         str(r[0]): str(r[1])

@@ -51,8 +51,10 @@ tests/adversarial/test_spark_attacks.py.
 from __future__ import annotations
 
 import functools
+import json
 import math
 import os
+import re
 import shutil
 import sys
 import threading
@@ -1000,6 +1002,11 @@ def _reading_error(err: Exception) -> str:
     )
 
 
+#: Glob characters of Hadoop's path patterns (read_path escapes them).
+_GLOB = re.compile(r"([\[\]{}*?\\])")
+#: A float or double type anywhere in a schema's JSON (nested fields included).
+_FLOATING = re.compile(r'"(?:type|elementType|keyType|valueType)": "(?:float|double)"')
+
 #: The DataFrames :func:`read_path` returned to be read in place (by identity: a frame
 #: derived from one is another object, and is materialised).
 _IN_PLACE: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -1102,6 +1109,10 @@ def read_path(
 
         check_encoding(Path(path), "utf-8" if csv is None else csv.encoding, owner)
     reader = spark.read
+    # Spark's reader takes a path as a glob pattern: t[1].parquet read t1.parquet instead
+    # (found by the adversarial review). An existing local file is read by its own name,
+    # its pattern characters escaped (Hadoop's glob takes a backslash escape).
+    source = _GLOB.sub(r"\\\1", path) if os.path.exists(path) else path
     options: dict[str, str] = {}
     if csv is not None:
         if len(csv.na_values) > 1:
@@ -1116,10 +1127,10 @@ def read_path(
             options["nullValue"] = csv.na_values[0]
     try:
         if lower.endswith((".parquet", ".pq")):
-            frame = reader.parquet(path)
+            frame = reader.parquet(source)
         elif lower.endswith((".csv", ".csv.gz", ".tsv", ".tsv.gz")):
             options.setdefault("sep", "\t" if ".tsv" in lower else ",")
-            frame = reader.csv(path, header=True, inferSchema=True, mode="PERMISSIVE", **options)
+            frame = reader.csv(source, header=True, inferSchema=True, mode="PERMISSIVE", **options)
         else:
             raise DataError(
                 f"{owner}: cannot tell the format of {path!r} (expected .parquet, .pq, "
@@ -1139,7 +1150,7 @@ def read_path(
     # with a floating-point column anywhere in its schema -- as stored, whatever schema=
     # converts it to -- is copied (materialised) like any DataFrame: no statistic
     # reaches a query of the copy.
-    floating = any(word in frame.schema.simpleString() for word in ("float", "double"))
+    floating = _FLOATING.search(json.dumps(frame.schema.jsonValue())) is not None
     if schema:
         from pyspark.sql import functions
 
