@@ -133,3 +133,14 @@ def test_a_column_named_like_a_float_type_keeps_a_file_in_place(spark: Any, tmp_
     nested = tmp_path / "nested.parquet"
     spark.createDataFrame([(1, (2.5,))], "u bigint, s struct<x: double>").write.parquet(str(nested))
     assert read_path(spark, str(nested), None, "test") not in _IN_PLACE
+
+
+def test_a_schema_type_spark_cannot_spell_is_a_clear_error(spark: Any, tmp_path: Path) -> None:
+    # pyspark's ParseException reached the caller before (found by the review); the
+    # type is public, and nothing is spent at creation either way.
+    path = tmp_path / "x.parquet"
+    pd.DataFrame({"person": [1, 2], "amount": [1, 2]}).to_parquet(path)
+    with pytest.raises(InvalidParameter, match="UBIGINT"):
+        dp.Session.from_path(
+            path, engine="spark", schema={"amount": "UBIGINT"}, budget=dp.PureDP(1.0)
+        )

@@ -1161,7 +1161,16 @@ def read_path(
             # Spark's VARCHAR needs a length; its text type is STRING.
             if type_name.strip().upper() in ("VARCHAR", "TEXT"):
                 type_name = "STRING"
-            frame = frame.withColumn(column, functions.expr(f"try_cast(`{column}` AS {type_name})"))
+            try:
+                converted = functions.expr(f"try_cast(`{column}` AS {type_name})")
+                frame = frame.withColumn(column, converted)
+            except Exception:  # Spark's parser or analyser: the type name alone
+                raise InvalidParameter(
+                    f"{owner}: schema= gives column {column!r} the type {type_name!r}, "
+                    "which Spark has no spelling for (UBIGINT, TIMESTAMP WITH TIME ZONE "
+                    "...); use a Spark type (BIGINT, DECIMAL(20,0), TIMESTAMP, STRING, "
+                    "DOUBLE, DATE, BOOLEAN) or the DuckDB engine."
+                ) from None
     if (
         lower.endswith((".parquet", ".pq"))
         and not floating
