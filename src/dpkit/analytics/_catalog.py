@@ -372,7 +372,12 @@ def open_duckdb_tables(
     (``from_duckdb``); every one is copied (:func:`open_duckdb`).
     """
     from dpkit.analytics._duckdb_source import open_duckdb
-    from dpkit.analytics._sources import _arrow_stream, open_file, private_database
+    from dpkit.analytics._sources import (
+        _arrow_stream,
+        open_file,
+        private_database,
+        seal_private_database,
+    )
     from dpkit.analytics.engines import DuckDBEngine
 
     database = private_database()
@@ -415,6 +420,9 @@ def open_duckdb_tables(
             relation = _quote(internal)
             schema = DuckDBEngine(database.connection, relation).schema()
             tables[name] = TableInfo(name, relation, schema, unit)
+        # The copied DataFrames too: their rows leave the write-ahead log for the
+        # unlinked database file.
+        seal_private_database(database.connection, database.directory)
         check_unit_types(tables, owner)
         copies = {
             name: _arrow_stream(database.connection.sql(f"SELECT * FROM {info.relation}"))

@@ -21,9 +21,9 @@ from dpkit.analytics._sources import (
     OpenedFile,
     PrivateDatabase,
     _arrow_stream,
-    _forget_database_file,
     _ident,
     private_database,
+    seal_private_database,
 )
 from dpkit.errors import DataError, InvalidParameter
 
@@ -171,8 +171,7 @@ def _copy_relation(
         connection.register("__dpkit_source", stream)
         connection.execute(f"CREATE TABLE {_ident(name_in)} AS SELECT * FROM __dpkit_source")
         connection.unregister("__dpkit_source")
-        connection.execute("CHECKPOINT")
-        _forget_database_file(directory)
+        seal_private_database(connection, directory)
     except Exception as err:
         if into is None:
             connection.close()

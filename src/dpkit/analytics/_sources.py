@@ -113,8 +113,10 @@ file keeps memory flat as the data grows (DuckDB compresses it and its buffer ma
 evicts), where an in-memory table holds about 60 bytes a row and, past DuckDB's memory
 limit, spills to ``.tmp`` under the working directory. The file lives in a private
 directory (``tempfile.mkdtemp``, mode 0700). On POSIX systems it is unlinked as soon as
-it is written (DuckDB keeps it open and never reopens it by name: queries, spilling
-included, run as before), so the copy of the rows lasts no longer than the process,
+it is written, after a checkpoint that empties DuckDB's write-ahead log (a second file,
+reopened by name; :func:`seal_private_database`). DuckDB keeps the database file open
+and never reopens it by name: queries, spilling included, run as before. So the copy of
+the rows lasts no longer than the process,
 even a killed one; the directory, where DuckDB spills, is removed when the connection
 is garbage-collected or the interpreter exits (a killed process leaves it, empty or
 with spill files). Elsewhere the file itself stays until then.
@@ -495,7 +497,7 @@ def open_file(
             connection.execute(f"CREATE {what} {_ident(table)} AS SELECT {select} FROM {reader}")
             if not copy:
                 _read_every_value(connection, _ident(table))
-        _forget_database_file(directory)
+        seal_private_database(connection, directory)
     except duckdb.Error as err:
         if into is None:
             connection.close()
@@ -576,8 +578,17 @@ def _unpatterned(file: Path, directory: str) -> str:
     return str(link)
 
 
-def _forget_database_file(directory: str) -> None:
-    """Unlink the database file of :func:`_private_database` once written (POSIX)."""
+def seal_private_database(connection: Any, directory: str) -> None:
+    """Once the rows are written: checkpoint, then unlink the database file of
+    :func:`_private_database` (POSIX).
+
+    The checkpoint moves everything written into the database file and deletes its
+    write-ahead log, which DuckDB names ``data.duckdb.wal`` beside it and reopens by
+    name. Without it a table smaller than DuckDB's automatic checkpoint (16 MB of log)
+    stays in that log, a second file holding the rows, which a killed process left
+    behind (found in /tmp: ``from_tables`` copies and copied Parquet files).
+    """
+    connection.execute("CHECKPOINT")
     if os.name == "posix":
         # DuckDB holds the file open and never reopens it by name, so unlinking it now
         # lets the copy of the rows die with the process, even a killed one.
