@@ -497,3 +497,49 @@ def test_a_joined_view_drawn_with_another_salt_reuses_its_schema() -> None:
         session._view_for(other, 0)[0]._engine._schema_cache
         is not session._view_for(query, 0)[0]._engine._schema_cache
     )
+
+
+def test_a_filtered_persons_table_restricts_the_other_tables_to_its_persons() -> None:
+    # visits -> purchases (private, on the visit) -> people (private, on the unit alone,
+    # filtered): the persons that pass the filter on `people` are the only ones any
+    # joined row can belong to, so the other tables' rows are restricted to them before
+    # truncation (_joins._selects_persons). The answer is the plain merge's.
+    rng = np.random.default_rng(5)
+    n = 500
+    visits = pd.DataFrame(
+        {"uid": rng.integers(0, 60, n), "vid": np.arange(n), "duration": rng.uniform(0, 9, n)}
+    )
+    purchases = (
+        visits[["uid", "vid"]].assign(amount=rng.uniform(0, 50, n)).sample(300, random_state=1)
+    )
+    people = pd.DataFrame({"uid": np.arange(60), "age": rng.integers(18, 90, 60)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dp.InsecureRandomWarning)
+        session = dp.Session.from_tables(
+            {"visits": visits, "purchases": purchases, "people": people},
+            privacy_unit="uid",
+            budget=dp.PureDP(10.0),
+            rng=7,
+        )
+    query = (
+        Query.from_table("visits")
+        .join("purchases", on="vid", truncate=1)
+        .join("people", on="uid", truncate=1)
+        .filter("age < 40 AND duration > 2")
+        .bound(max_rows=10**6)
+        .count()
+        .sum("amount", bounds=(0.0, 50.0))
+    )
+    merged = visits.merge(purchases, on=["uid", "vid"]).merge(people, on="uid")
+    kept = merged[(merged["age"] < 40) & (merged["duration"] > 2)]
+    assert _exact(session, query)[()][0] == len(kept)
+    view, _ = session._view_for(query, 123)
+    # The base and `purchases` (joined as __t1) read `people`'s persons; `people`
+    # itself, joined after them, does not.
+    restricted = '("uid") IN (SELECT'
+    before_people, people_part = view._engine.relation.split("AS __t1 ON")
+    assert before_people.count(restricted) >= 2 and restricted not in people_part
+    # A LEFT JOIN keeps the rows of persons without a match: nothing is restricted.
+    left = Query.from_table("visits").join("people", on="uid", how="left", truncate=1)
+    left_view, _ = session._view_for(left.filter("age < 40").bound(max_rows=10**6).count(), 123)
+    assert restricted not in left_view._engine.relation
