@@ -34,6 +34,13 @@ P = HASH_PRIME
 
 VALUES: dict[str, list[Any]] = {
     "BIGINT": [0, 1, -1, P - 1, P, -P, P * P + 5, -(2**63), 2**63 - 1, 123456789012345],
+    # The narrower and unsigned integer types: their ends, p itself (2^31 - 1) and the
+    # values on each side of zero and of -p.
+    "INTEGER": [0, 1, -1, P - 1, P, -P, -P + 1, -(2**31), 123456789, -987654321],
+    "SMALLINT": [0, 1, -1, 2**15 - 1, -(2**15), 12345],
+    "TINYINT": [0, 1, -1, 127, -128],
+    "USMALLINT": [0, 1, 2**16 - 1, 40000],
+    "UINTEGER": [0, 1, P - 1, P, P + 1, 2**32 - 1],
     "DOUBLE": [
         0.0,
         -0.0,
@@ -86,7 +93,8 @@ def spark_hashes(spark: Any) -> dict[str, list[int]]:
     spark_types = {
         "BIGINT": T.LongType(), "DOUBLE": T.DoubleType(), "VARCHAR": T.StringType(),
         "DATE": T.DateType(), "BOOLEAN": T.BooleanType(), "DECIMAL(10,2)": T.DecimalType(10, 2),
-        "BLOB": T.BinaryType(),
+        "BLOB": T.BinaryType(), "INTEGER": T.IntegerType(), "SMALLINT": T.ShortType(),
+        "TINYINT": T.ByteType(), "USMALLINT": T.IntegerType(), "UINTEGER": T.LongType(),
     }  # fmt: skip
     names = list(VALUES)
     schema = T.StructType(
@@ -117,10 +125,18 @@ def on_spark(spark: Any) -> dict[str, list[int]]:
     return spark_hashes(spark)
 
 
-def test_sql_hash_of_integers_is_the_python_definition() -> None:
-    values = VALUES["BIGINT"]
+@pytest.mark.parametrize("type_name", ["BIGINT", "INTEGER", "SMALLINT", "TINYINT", "USMALLINT"])
+def test_sql_hash_of_integers_is_the_python_definition(type_name: str) -> None:
+    values = VALUES[type_name]
     expected = [python_hash(SALT, python_integer_limbs(v)) for v in values]
-    assert duckdb_hashes("BIGINT", values) == expected
+    assert duckdb_hashes(type_name, values) == expected
+
+
+def test_sql_hash_of_unsigned_integers_is_the_python_definition() -> None:
+    # UINTEGER has no Spark type (LongType would hash as BIGINT, the same limbs anyway).
+    values = VALUES["UINTEGER"]
+    expected = [python_hash(SALT, python_integer_limbs(v)) for v in values]
+    assert duckdb_hashes("UINTEGER", values) == expected
 
 
 @pytest.mark.parametrize("type_name", list(VALUES))
