@@ -217,7 +217,9 @@ def aggregate_sql(engine: SqlEngine, plans: Sequence[Plan]) -> tuple[str, list[A
                 value = _filtered(engine, plan, f"({engine._value_sql(plan, stat)})")
                 columns.append(f"{value} AS __v{name}")
                 summed = (
-                    f"count(__v{name})" if stat.op == "values" else engine.wide_sum(f"__v{name}")
+                    f"count(__v{name})"
+                    if stat.op == "values"
+                    else engine.pair_sum(plan, i, f"__v{name}")
                 )
                 pair.append(f"{summed} AS __s{name}")
                 scaled.append(

@@ -101,6 +101,10 @@ def _literal(value: float) -> str:
 #: Public keys of one column up to this many are bound twice: in the IN list that
 #: filters the rows and in a VALUES table of the distinct groups (SqlEngine._rows).
 FEW_KEYS = 256
+#: Step 2 of the bounding: a pair of more rows than this gets a fixed value for a sum
+#: whose one-row summand is below 2^31 (SqlEngine._pair_narrow): below it, the pair's
+#: sum is below 2^62 and BIGINT arithmetic is exact on every engine.
+PAIR_ROWS = 2**31
 #: A packed group key (SqlEngine._packs_groups) is ``rank * PACK + slice``: the keyed
 #: hash's group slice lies in [0, p) with p = 2^31 - 1 < PACK, so the two parts come
 #: back as ``key // PACK`` and ``key % PACK``; a rank below 2^32 keeps it below 2^63.
@@ -779,7 +783,9 @@ class SqlEngine:
         pair_aggs = ["count(*) AS __c"]
         for i in sums:
             summed = (
-                f"count(__v{i})" if plan.statistics[i].op == "values" else self.wide_sum(f"__v{i}")
+                f"count(__v{i})"
+                if plan.statistics[i].op == "values"
+                else self.pair_sum(plan, i, f"__v{i}")
             )
             pair_aggs.append(f"{summed} AS __s{i}")
         ctes.append(
@@ -808,6 +814,16 @@ class SqlEngine:
         # m max(|a|, |b|) <= 2^62 -- public bounds -- it is narrowed to BIGINT, whose
         # pair-level arithmetic and final sum are cheaper than the wide type's; the
         # final sum is then the engine's overflow-free wide sum (:meth:`wide_sum`).
+        #
+        # Where, moreover, max(|a|, |b|) < 2^31 (:meth:`_pair_narrow`), a pair of more
+        # than PAIR_ROWS = 2^31 rows gets the fixed value m clamp(0, a, b) -- in
+        # [m a, m b], so the bound above holds for it too, and it is a function of the
+        # unit's own rows (their count) -- and the others are computed in BIGINT: their
+        # |S| <= c max(|a|, |b|) < 2^62, |q m| <= m max(|a|, |b|) <= 2^62 and
+        # |r m| < c m <= 2^62. Spark then sums each pair's rows as BIGINT instead of
+        # DECIMAL(38,0), which it computes far more slowly (its BIGINT sum wraps past
+        # 2^63, which only a pair of more than 2^31 rows can reach, and that pair's sum
+        # is not used). Both engines give every pair the same integer.
         scaled = [f"least(__c, {m}) AS __c"]
         scaled += [f"{self._scaled_sum(plan, i, f'__s{i}', '__c')} AS __s{i}" for i in sums]
         if groups and self._ranks_groups(plan):
@@ -906,6 +922,19 @@ class SqlEngine:
         with no rows, in :mod:`._batch`): the first branch, no division. ``limit``
         replaces ``max_rows`` (step 3b: a unit's total rows, :meth:`_total_bounded`)."""
         m = plan.max_rows if limit is None else limit
+        if limit is None and self._pair_narrow(plan, i):
+            # BIGINT arithmetic below PAIR_ROWS rows, a fixed value above (the proof in
+            # _bounded). TRY_CAST: a pair of more rows can hold a sum no BIGINT holds,
+            # and an engine may compute the cast before it looks at the count.
+            low, high = plan.statistics[i].unit_range()
+            fixed = m * min(max(0, low), high)
+            s = f"TRY_CAST({total} AS BIGINT)"
+            quotient = self.int_div(s, count)
+            remainder = self.int_div(f"({s} % {count}) * {m}", count)
+            return (
+                f"CAST(CASE WHEN {count} > {PAIR_ROWS} THEN {fixed} WHEN {count} <= {m} "
+                f"THEN {s} ELSE {quotient} * {m} + {remainder} END AS BIGINT)"
+            )
         s = f"CAST({total} AS {self.wide})"
         quotient = f"CAST({self.int_div(s, count)} AS {self.wide})"
         remainder = self.int_div(f"({s} % {count}) * {m}", count)
@@ -913,6 +942,25 @@ class SqlEngine:
         if self._narrow(plan, i):
             value = f"CAST({value} AS BIGINT)"
         return value
+
+    def pair_sum(self, plan: Plan, i: int, x: str) -> str:
+        """SQL of step 1's sum of statistic ``i``'s summands ``x`` over a pair's rows:
+        the engine's plain sum where :meth:`_pair_narrow` (exact for the pairs of at
+        most PAIR_ROWS rows, the only ones whose sum step 2 uses), else the wide sum."""
+        if self._pair_narrow(plan, i):
+            return f"sum({x})"
+        return self.wide_sum(x)
+
+    def _pair_narrow(self, plan: Plan, i: int) -> bool:
+        """Whether statistic ``i`` is a sum whose step 2 runs in BIGINT: one row's
+        summand below 2^31 and ``max_rows`` times it at most 2^62 (:meth:`_narrow`)."""
+        stat = plan.statistics[i]
+        return (
+            stat.op == "fixed_sum"
+            and stat.row_bound() < 2**31
+            and plan.max_rows <= 2**31
+            and self._narrow(plan, i)
+        )
 
     def _packs_groups(self, plan: Plan) -> bool:
         """Whether step 3's pairs are grouped by one packed BIGINT instead of the
