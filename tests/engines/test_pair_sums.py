@@ -91,7 +91,7 @@ def test_step_two_in_bigint_on_spark(spark: Any, bounds: tuple[float, float]) ->
     assert isinstance(engine, SqlEngine) and engine._pair_narrow(plan, i)
     sql = f"SELECT {engine._scaled_sum(plan, i, 's', 'c')} FROM {engine.relation}"
     got = [row[0] for row in engine._execute(sql)]
-    # Spark keeps the rows' order here (one partition, no shuffle).
+    # A projection without a shuffle: collect returns the rows in the DataFrame's order.
     assert got == [_expected(t, c, plan, i) for t, c in pairs]
 
 
