@@ -1,10 +1,10 @@
 """describe's shared scans (issue 34): the same integers, releases and ledger as one
 query at a time.
 
-* the engine's shared statements (``aggregate_many``, ``histograms_many``) return, for
-  every plan, the integers of the plan's own statement -- on tables with missing
-  values, NaN, filters, derived columns and persons with more rows than the bound --
-  on DuckDB and on Spark;
+* the engine's shared statements (``aggregate_many``, ``histograms_many``, and the
+  row-level sums of ``row_sums_sql``) return, for every plan, the integers of the
+  plan's own statement -- on tables with missing values, NaN, filters, derived columns
+  and persons with more rows than the bound -- on DuckDB and on Spark;
 * ``describe`` with its stages evaluated as batches gives the summary and ledger of the
   same plan evaluated one query at a time (same seed: same salts, same noise);
 * a batch is refused whole before any charge, binds its shared statements before the
@@ -26,7 +26,7 @@ from dpkit.analytics import Query
 from dpkit.analytics._shared_scan import evaluate_many
 from dpkit.analytics.describe import describe
 from dpkit.analytics.engines import _batch
-from dpkit.analytics.engines._batch import share_aggregates, share_orders
+from dpkit.analytics.engines._batch import share_aggregates, share_orders, share_row_sums
 from dpkit.errors import BudgetExceeded, EngineError, SessionLocked
 from dpkit.report import to_json
 
@@ -114,6 +114,33 @@ def check_engine(s: dp.Session) -> None:
 @pytest.mark.parametrize("seed", [0, 1])
 def test_shared_statements_compute_each_plans_integers(seed: int) -> None:
     check_engine(session(frame(seed=seed)))
+
+
+#: Row-level plans (no privacy unit): SUMS but the distinct count, which does not share.
+ROW_SUMS = [SUMS[0], Query().count(name="rows"), *SUMS[2:]]
+
+
+def row_level_plans(s: dp.Session) -> list[Any]:
+    return [c.plan for c in plans(s, ROW_SUMS)]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_row_level_sums_statement_computes_each_plans_integers(seed: int) -> None:
+    """DuckDB does not share row-level sums (``shares_row_sums``), but the statement is
+    engine SQL: run here by hand against each plan's own statement."""
+    s = session(frame(seed=seed), unit=None)
+    engine: Any = s._engine
+    sums = row_level_plans(s)
+    assert share_row_sums(sums) == list(range(len(sums)))
+    assert share_aggregates(sums) == []
+    shared = _batch._shared_aggregates(engine, sums, _batch.row_sums_sql)
+    assert shared == [engine.aggregate(p) for p in sums]
+    # A plan with a unit, a grouped plan or a distinct count does not join them.
+    others = [c.plan for c in plans(session(frame()), SUMS[:1])]
+    grouped = Query().group_by("k", keys=dp.analytics.KeySet.from_values(k=[0, 1])).count()
+    others += [c.plan for c in plans(s, [grouped, Query().count_distinct("k")])]
+    assert share_row_sums([*others, sums[0]]) == []
+    assert share_row_sums([sums[0], *others, sums[1]]) == [0, 4]
 
 
 def test_plans_that_cannot_share_run_alone() -> None:
@@ -289,7 +316,7 @@ def test_a_failure_after_the_charge_fails_closed(monkeypatch: pytest.MonkeyPatch
     def crash(*_: Any) -> Any:
         raise MemoryError
 
-    monkeypatch.setattr(_batch, "histograms_many", crash)
+    monkeypatch.setattr(_batch, "compute_many", crash)
     with pytest.raises(SessionLocked):
         evaluate_many(s, [(q, dp.ZCDP(0.1)) for q in ORDERS[:2]])
     with pytest.raises(SessionLocked):
@@ -324,3 +351,22 @@ def test_shared_statements_are_identical_on_spark(spark: Any) -> None:
     _batch.prepare_many(spark_engine, sums, jobs)
     assert _batch.aggregate_many(spark_engine, sums) == _batch.aggregate_many(duck_engine, sums)
     assert _batch.histograms_many(spark_engine, jobs) == _batch.histograms_many(duck_engine, jobs)
+
+
+def test_row_level_sums_are_shared_on_spark(spark: Any) -> None:
+    """Spark computes row-level sums in one statement (``shares_row_sums``): the same
+    integers as DuckDB's statement per plan, in one statement."""
+    data = frame(rows=3000, persons=200)
+    on_spark = dp.Session.from_spark(spark.createDataFrame(data), budget=dp.ZCDP(10.0), rng=3)
+    on_duckdb = session(data, unit=None)
+    spark_engine: Any = on_spark._engine
+    duck_engine: Any = on_duckdb._engine
+    sums = row_level_plans(on_spark)
+    assert sums == row_level_plans(on_duckdb)
+    statements: list[str] = []
+    execute = spark_engine._execute
+    spark_engine._execute = lambda sql, *a, **k: (statements.append(sql), execute(sql, *a, **k))[1]
+    _batch.prepare_many(spark_engine, sums, [])
+    shared = _batch.aggregate_many(spark_engine, sums)
+    assert len([sql for sql in statements if "__r4" in sql]) == 2  # bound, then run
+    assert shared == [duck_engine.aggregate(p) for p in sums]

@@ -1,12 +1,14 @@
-"""The Spark engine's literal arrays of doubles hold exactly the doubles dpkit computed.
+"""The Spark engine's constant arrays of doubles hold exactly the doubles dpkit computed.
 
-An order statistic's grid cuts reach Spark as a literal array
-(``SparkEngine.double_array``): parameters take scalars only. The cuts decide which bin
-a value falls in, so a cut one ulp off would move a value at the boundary into another
-bin than DuckDB's (which gets the cuts as a parameter). The literals are Spark's typed
-``D`` literals (``dpkit.analytics.engines.spark._double_literal``); this reads them back
+An order statistic's grid cuts reach Spark as a constant array written in the
+statement (``SparkEngine.double_array``): parameters take scalars only. The cuts decide
+which bin a value falls in, so a cut one ulp off would move a value at the boundary into
+another bin than DuckDB's (which gets the cuts as a parameter). A short array is a list
+of Spark's typed ``D`` literals (``dpkit.analytics.engines.spark._double_literal``), a
+long one JSON text read by ``from_json`` (``_double_array_sql``); this reads both back
 from Spark and compares bits, on the doubles where text round trips go wrong: the
-extremes, subnormals, negative zero, sums that are not their decimal, and random bits.
+extremes, subnormals, negative zero, sums that are not their decimal, and random bits --
+with infinities between them, which JSON cannot spell.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ import random
 import struct
 from typing import Any
 
-from dpkit.analytics.engines.spark import _double_literal
+import pytest
+
+from dpkit.analytics.engines.spark import JSON_ARRAY_LENGTH, _double_literal
 
 
 def _bits(value: float) -> int:
@@ -51,8 +55,7 @@ def _doubles() -> list[float]:
     return special + random_bits
 
 
-def test_spark_reads_each_literal_as_the_same_double(spark: Any) -> None:
-    values = _doubles()
+def _read_back(spark: Any, values: list[float]) -> list[float]:
     from dpkit.analytics.engines.spark import SparkEngine
 
     engine = SparkEngine(spark.range(1))
@@ -62,8 +65,36 @@ def test_spark_reads_each_literal_as_the_same_double(spark: Any) -> None:
         (row,) = engine._execute(f"SELECT {array} AS a", [])
     finally:
         engine.close()
-    read = list(row[0])
-    assert [_bits(v) for v in read] == [_bits(v) for v in values]
+    return list(row[0])
+
+
+@pytest.mark.parametrize("form", ["literals", "json"])
+def test_spark_reads_each_value_as_the_same_double(spark: Any, form: str) -> None:
+    values = _doubles()
+    if form == "literals":
+        chunks = [values[i : i + JSON_ARRAY_LENGTH - 1] for i in range(0, len(values), 31)]
+    else:
+        # Infinities first, last and between two runs of finite values.
+        middle = len(values) // 2
+        chunks = [[-math.inf, *values[:middle], math.inf, -math.inf, *values[middle:], math.inf]]
+    for chunk in chunks:
+        read = _read_back(spark, chunk)
+        assert [_bits(v) for v in read] == [_bits(v) for v in chunk]
+
+
+def test_a_long_array_is_folded_into_one_constant(spark: Any) -> None:
+    """``from_json`` runs once, when Spark plans the statement, not once per row: the
+    optimised plan of a query over a table holds the array, not the function."""
+    from dpkit.analytics.engines.spark import SparkEngine
+
+    values = [-math.inf, *(i / 7 for i in range(2000)), math.inf]
+    engine = SparkEngine(spark.range(1000))
+    array, _ = engine.double_array(values)
+    assert "from_json" in array
+    frame = spark.range(1000).selectExpr(f"element_at({array}, CAST(id % 2000 + 1 AS INT)) AS c")
+    plan = frame._jdf.queryExecution().optimizedPlan().toString().lower()
+    engine.close()
+    assert "json" not in plan
 
 
 def test_non_finite_values_are_written_as_casts(spark: Any) -> None:

@@ -114,8 +114,8 @@ def evaluate_many(
         for _ in prepared:
             if session._after_commit is not None:
                 session._after_commit()
-        histograms = iter(_batch.histograms_many(engine, jobs))
-        exacts = iter(_batch.aggregate_many(engine, plans))
+        all_histograms, all_exacts = _batch.compute_many(engine, plans, jobs)
+        histograms, exacts = iter(all_histograms), iter(all_exacts)
         results = []
         for query, compiled, threshold, random, _ in prepared:
             hists = [next(histograms) for _ in compiled.orders]

@@ -10,24 +10,29 @@ its noise and charge are those of its own compilation. What is shared is the wor
 one scan of the table and one aggregate per privacy unit instead of one per query
 (issue 34: describe ran ~40 statements, each reading every row and grouping by person).
 
-Two shapes are shared, both ungrouped and with a privacy unit (no public keys, no
-bins, the same partitions), which is what describe's per-column stages run:
+Three shapes are shared, all ungrouped (no public keys, no bins, the same partitions),
+which is what describe's per-column stages run:
 
-* **sums** (:func:`aggregate_sql`): counts of rows and of values, fixed-point sums and
-  counts of units. Each plan's rows are those passing its filters; its per-unit pair
-  (step 1 of :mod:`._sql`) is the unit's rows passing them, so one ``GROUP BY`` unit
-  computes every plan's pair with ``CASE WHEN filter THEN value END`` inside each
-  aggregate -- exactly the plan's own pair, with a unit that has no row passing the
-  filter contributing a count of 0 and a NULL sum (as if absent: it adds 0 to every
-  final sum, and it is not counted as a unit). Step 2 (scaling a pair with more than
-  ``max_rows`` rows) is the same SQL (:meth:`SqlEngine._scaled_sum`).
-* **order statistics** (:func:`histograms_sql`): grid histograms of quantiles (and
-  maxima, minima). Every row's grid index for every plan is computed in one scan;
-  one ``GROUP BY`` unit counts each plan's values per unit and takes each plan's
-  maximum index. A quantile keeps, per unit, the ``max_rows`` values of smallest
-  ``(H(salt, unit, index), index)`` -- all of them when the unit has at most
-  ``max_rows``, so only the other units' rows are ranked (:meth:`SqlEngine._kept_values`
-  does the same for one plan). The maximum's histogram counts each unit's largest index.
+* **sums** (:func:`aggregate_sql`), with a privacy unit: counts of rows and of values,
+  fixed-point sums and counts of units. Each plan's rows are those passing its
+  filters; its per-unit pair (step 1 of :mod:`._sql`) is the unit's rows passing
+  them, so one ``GROUP BY`` unit computes every plan's pair with ``CASE WHEN filter
+  THEN value END`` inside each aggregate -- exactly the plan's own pair, with a unit
+  that has no row passing the filter contributing a count of 0 and a NULL sum (as if
+  absent: it adds 0 to every final sum, and it is not counted as a unit). Step 2
+  (scaling a pair with more than ``max_rows`` rows) is the same SQL
+  (:meth:`SqlEngine._scaled_sum`).
+* **row-level sums** (:func:`row_sums_sql`), without a privacy unit, on engines where
+  it pays (:attr:`SqlEngine.shares_row_sums`: Spark): the same aggregates over the
+  rows, each plan's filter in a ``CASE``.
+* **order statistics** (:func:`histograms_sql`), with a privacy unit: grid histograms
+  of quantiles (and maxima, minima). Every row's grid index for every plan is
+  computed in one scan; one ``GROUP BY`` unit counts each plan's values per unit and
+  takes each plan's maximum index. A quantile keeps, per unit, the ``max_rows`` values
+  of smallest ``(H(salt, unit, index), index)`` -- all of them when the unit has at
+  most ``max_rows``, so only the other units' rows are ranked
+  (:meth:`SqlEngine._kept_values` does the same for one plan). The maximum's
+  histogram counts each unit's largest index.
 
 A neighbouring table (one person added or removed) changes, in each plan, only that
 person's rows, pair and kept values, exactly as in the plan's own statement: the
@@ -35,20 +40,25 @@ statement is a different way of writing the same function of the rows. The parit
 the two ways is tested on DuckDB and Spark (tests/analytics/test_describe_batch.py).
 
 Plans of other shapes, and a plan alone, run as before, one statement each; on Spark
-the order statistics too (:attr:`SqlEngine.shares_histograms`). Every shared statement
-is bound (:func:`prepare_many`) before the Session charges.
+the order statistics too (:attr:`SqlEngine.shares_histograms`). A batch's statements
+run in one pool (:func:`compute_many`), and every one is bound (:func:`prepare_many`)
+before the Session charges.
 
-Measured and left alone (issue 34): sharing row-level plans (no privacy unit) the same
-way, one aggregate over the rows with each plan's filter in a CASE, computed the same
-integers on both engines but made describe slower on DuckDB at 10^6 rows (2.2 s
-against 1.7 s) and no faster on small tables, on DuckDB or Spark.
+Measured and left alone (issue 34): row-level counts per bin (describe's ranges and
+histograms without a privacy unit) in one statement, each row expanded by Spark's
+``stack`` into one ``(plan, bin)`` pair per plan, computed the same integers but fell
+off a cliff at 10^6 rows: two range plans 0.62 s, three 6.5 s, nine 17 s, against
+~0.35 s each alone (a cause in Spark's code generation is likely; not established).
+On DuckDB, row-level sums in one statement made describe
+slower at 10^6 rows (2.2 s against 1.7 s).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from functools import partial
+from typing import Any, NamedTuple, TypeVar
 
 from dpkit.analytics._order import OrderSpec, snap_sql
 from dpkit.analytics._plan import Plan
@@ -60,17 +70,23 @@ from dpkit.errors import InternalError
 __all__ = [
     "aggregate_many",
     "aggregate_sql",
+    "compute_many",
     "histograms_many",
     "histograms_sql",
     "prepare_many",
+    "row_sums_sql",
     "share_aggregates",
     "share_orders",
+    "share_row_sums",
 ]
 
 _Item = TypeVar("_Item")
 _Out = TypeVar("_Out")
 
 _SUM_OPS = ("rows", "units", "values", "fixed_sum")
+#: Row-level statistics a shared statement computes; without a privacy unit "units"
+#: counts rows, as "rows" does (SqlEngine._aggregates).
+_ROW_SUM_OPS = ("rows", "units", "values", "fixed_sum")
 #: Plans per shared sums statement: its per-person aggregate holds every plan's pair
 #: sums (HUGEINT states), so its memory grows with persons x plans. Measured at 10^7
 #: rows and 10^6 persons: 8 plans in one statement peaked at 1.37 GB (7.1 CPU seconds),
@@ -81,6 +97,9 @@ MAX_SHARED_SUMS = 4
 #: statement were bound but then failed, and 65 in describe's sums failed to bind
 #: ("Max iterations (100) reached for batch Resolution").
 MAX_SHARED_DERIVED = 16
+#: Row-level plans per shared statement (:func:`row_sums_sql`): no per-person state, so
+#: the bound is the statement's size, which Spark analyses in time growing with it.
+MAX_SHARED_ROWS = 16
 
 
 def _ungrouped_with_unit(plan: Plan) -> bool:
@@ -135,6 +154,32 @@ def share_aggregates(plans: Sequence[Plan]) -> list[int]:
         groups.setdefault((plans[i].unit, plans[i].partitions), []).append(i)
     best = max(groups.values(), key=len)
     return best if len(best) >= 2 and _compatible([plans[i] for i in best]) else []
+
+
+def _ungrouped_row_level(plan: Plan) -> bool:
+    return (
+        plan.unit is None
+        and not plan.group_columns
+        and plan.keys is None
+        and not plan.bins
+        and not plan.partitions
+        and plan.max_total_rows is None
+    )
+
+
+def share_row_sums(plans: Sequence[Plan]) -> list[int]:
+    """Indices of the row-level plans :func:`row_sums_sql` computes together (at least
+    two whose derived columns agree, else none)."""
+    chosen = [
+        i
+        for i, plan in enumerate(plans)
+        if _ungrouped_row_level(plan)
+        and plan.statistics
+        and all(s.op in _ROW_SUM_OPS for s in plan.statistics)
+    ]
+    if len(chosen) < 2 or _merged_derived([plans[i] for i in chosen]) is None:
+        return []
+    return chosen
 
 
 def share_orders(jobs: Sequence[tuple[Plan, OrderSpec]]) -> list[int]:
@@ -243,28 +288,62 @@ def aggregate_sql(engine: SqlEngine, plans: Sequence[Plan]) -> tuple[str, list[A
     return sql, params
 
 
+def row_sums_sql(engine: SqlEngine, plans: Sequence[Plan]) -> tuple[str, list[Any]]:
+    """One statement computing every row-level plan's statistics (one row: plan by
+    plan, the statistics in plan order).
+
+    A row-level ungrouped plan's own statement (:meth:`SqlEngine.compile`) aggregates
+    the rows passing its filters: ``count(*)``, ``count(v)`` and the wide sum of ``v``.
+    Here each plan's rows are marked by ``CASE WHEN filters THEN ... END`` (NULL where
+    they do not pass, as a WHERE clause drops them) and the same aggregates skip the
+    NULLs: ``count`` of the mark, and ``count`` and the wide sum of the value where the
+    filters hold -- the same integers, a sum over no value NULL in both (read as 0)."""
+    columns: list[str] = []
+    final: list[str] = []
+    for j, plan in enumerate(plans):
+        columns.append(f"{_filtered(engine, plan, '1')} AS __r{j}")
+        for i, stat in enumerate(plan.statistics):
+            if stat.op in ("rows", "units"):
+                final.append(f"count(__r{j})")
+                continue
+            value = _filtered(engine, plan, f"({engine._value_sql(plan, stat)})")
+            columns.append(f"{value} AS __v{j}_{i}")
+            summed = f"count(__v{j}_{i})" if stat.op == "values" else engine.wide_sum(f"__v{j}_{i}")
+            final.append(summed)
+    derived = _merged_derived(plans)
+    assert derived is not None
+    source, params = engine._source(derived)
+    sql = (
+        f"WITH __base AS {engine.cte_hint}(SELECT {', '.join(columns)} FROM ({source}) "
+        f"AS __src) SELECT {', '.join(final)} FROM __base"
+    )
+    return sql, params
+
+
+def _shared_aggregates(
+    engine: SqlEngine,
+    plans: Sequence[Plan],
+    statement: Callable[[SqlEngine, Sequence[Plan]], tuple[str, list[Any]]],
+) -> list[EngineResult]:
+    """The plans' :meth:`SqlEngine.aggregate` results from their one shared statement
+    (:func:`aggregate_sql` or :func:`row_sums_sql`)."""
+    sql, params = statement(engine, plans)
+    rows = engine._execute(sql, params)
+    if len(rows) != 1:
+        raise InternalError("a shared aggregate returned other than one row; a bug.")
+    values = [0 if v is None else int(v) for v in rows[0]]
+    results: list[EngineResult] = []
+    start = 0
+    for plan in plans:
+        width = len(plan.statistics)
+        results.append({(): values[start : start + width]})
+        start += width
+    return results
+
+
 def aggregate_many(engine: SqlEngine, plans: Sequence[Plan]) -> list[EngineResult]:
     """Every plan's :meth:`SqlEngine.aggregate`, from one statement where they share."""
-    results: list[EngineResult | None] = [None] * len(plans)
-    for chunk in _chunks(share_aggregates(plans), plans, MAX_SHARED_SUMS):
-        chosen = [plans[i] for i in chunk]
-        sql, params = aggregate_sql(engine, chosen)
-        rows = engine._execute(sql, params)
-        if len(rows) != 1:
-            raise InternalError("a shared aggregate returned other than one row; a bug.")
-        values = [0 if v is None else int(v) for v in rows[0]]
-        start = 0
-        for i, plan in zip(chunk, chosen, strict=True):
-            width = len(plan.statistics)
-            results[i] = {(): values[start : start + width]}
-            start += width
-    # The plans no shared statement computed, each by its own statement.
-    own = iter(
-        _each(
-            engine, [p for p, r in zip(plans, results, strict=True) if r is None], engine.aggregate
-        )
-    )
-    return [result if result is not None else next(own) for result in results]
+    return compute_many(engine, plans, [])[1]
 
 
 # ---------------------------------------------------------------------- orders
@@ -365,42 +444,117 @@ def _kept(engine: SqlEngine, plan: Plan, j: int) -> list[str]:
     return ctes
 
 
+def _shared_histograms(
+    engine: SqlEngine, jobs: Sequence[tuple[Plan, OrderSpec]]
+) -> list[dict[tuple[Any, ...], dict[int, int]]]:
+    """The jobs' :meth:`SqlEngine.histograms` results from their one shared statement."""
+    sql, params = histograms_sql(engine, jobs)
+    found: list[dict[int, int]] = [{} for _ in jobs]
+    for job, index, count in engine._execute(sql, params):
+        found[int(job)][int(index)] = int(count)
+    # An ungrouped histogram has the one group () -- when a row was counted.
+    return [{(): counts} if counts else {} for counts in found]
+
+
 def histograms_many(
     engine: SqlEngine, jobs: Sequence[tuple[Plan, OrderSpec]]
 ) -> list[dict[tuple[Any, ...], dict[int, int]]]:
     """Every job's :meth:`SqlEngine.histograms`, from one statement where they share."""
-    results: list[dict[tuple[Any, ...], dict[int, int]] | None] = [None] * len(jobs)
-    shared = share_orders(jobs) if engine.shares_histograms else []
-    for chunk in _chunks(shared, [plan for plan, _ in jobs], None):
-        sql, params = histograms_sql(engine, [jobs[i] for i in chunk])
-        found: list[dict[int, int]] = [{} for _ in chunk]
-        for job, index, count in engine._execute(sql, params):
-            found[int(job)][int(index)] = int(count)
-        for k, i in enumerate(chunk):
-            # An ungrouped histogram has the one group () -- when a row was counted.
-            results[i] = {(): found[k]} if found[k] else {}
-    alone = [job for job, result in zip(jobs, results, strict=True) if result is None]
-    own = iter(_each(engine, alone, lambda job: engine.histograms(*job)))
-    return [result if result is not None else next(own) for result in results]
+    return compute_many(engine, [], jobs)[0]
+
+
+class _Statement(NamedTuple):
+    """One statement of a batch: the jobs' (``orders``) or plans' (``sums``) indices it
+    computes, its SQL, and its run (a list of results, one per index)."""
+
+    kind: str
+    indices: list[int]
+    sql: Callable[[], tuple[str, list[Any]]]
+    run: Callable[[], list[Any]]
+
+
+def _statements(
+    engine: SqlEngine, plans: Sequence[Plan], jobs: Sequence[tuple[Plan, OrderSpec]]
+) -> list[_Statement]:
+    """The batch's statements, in order: the shared order statistics, the jobs that
+    run alone, the shared sums, the plans that run alone."""
+    out: list[_Statement] = []
+    orders = share_orders(jobs) if engine.shares_histograms else []
+    for chunk in _chunks(orders, [plan for plan, _ in jobs], None):
+        chosen = [jobs[i] for i in chunk]
+        out.append(
+            _Statement(
+                "orders",
+                chunk,
+                partial(histograms_sql, engine, chosen),
+                partial(_shared_histograms, engine, chosen),
+            )
+        )
+    for i in _alone(orders, len(jobs)):
+        out.append(
+            _Statement(
+                "orders",
+                [i],
+                partial(engine.histogram_sql, *jobs[i]),
+                partial(_listed, engine.histograms, *jobs[i]),
+            )
+        )
+    sums = share_aggregates(plans)
+    rows = share_row_sums(plans) if engine.shares_row_sums else []
+    sum_chunks = [(chunk, aggregate_sql) for chunk in _chunks(sums, plans, MAX_SHARED_SUMS)]
+    sum_chunks += [(chunk, row_sums_sql) for chunk in _chunks(rows, plans, MAX_SHARED_ROWS)]
+    for chunk, statement in sum_chunks:
+        chosen_plans = [plans[i] for i in chunk]
+        out.append(
+            _Statement(
+                "sums",
+                chunk,
+                partial(statement, engine, chosen_plans),
+                partial(_shared_aggregates, engine, chosen_plans, statement),
+            )
+        )
+    for i in _alone([*sums, *rows], len(plans)):
+        out.append(
+            _Statement(
+                "sums",
+                [i],
+                partial(engine.compile, plans[i]),
+                partial(_listed, engine.aggregate, plans[i]),
+            )
+        )
+    return out
+
+
+def compute_many(
+    engine: SqlEngine, plans: Sequence[Plan], jobs: Sequence[tuple[Plan, OrderSpec]]
+) -> tuple[list[dict[tuple[Any, ...], dict[int, int]]], list[EngineResult]]:
+    """Every job's :meth:`SqlEngine.histograms` and every plan's
+    :meth:`SqlEngine.aggregate`, from shared statements where they share.
+
+    Every statement -- shared or a plan's own, histograms and sums alike -- is one item
+    of one :func:`_each`, so on an engine that runs several at once (Spark) a stage's
+    short statements run beside its long ones instead of after them (a quantile's
+    statement and the sums of the same ``describe`` stage). Each statement computes the
+    same integers whenever it runs; the first failure in :func:`_statements`' order is
+    raised."""
+    statements = _statements(engine, plans, jobs)
+    outputs = _each(engine, statements, lambda statement: statement.run())
+    found: dict[str, list[Any]] = {"orders": [None] * len(jobs), "sums": [None] * len(plans)}
+    for statement, results in zip(statements, outputs, strict=True):
+        for i, result in zip(statement.indices, results, strict=True):
+            found[statement.kind][i] = result
+    return found["orders"], found["sums"]
 
 
 def prepare_many(
     engine: SqlEngine, plans: Sequence[Plan], jobs: Sequence[tuple[Plan, OrderSpec]]
 ) -> None:
-    """Bind every statement :func:`aggregate_many` and :func:`histograms_many` will
-    run -- the shared ones and those of the plans and jobs that run alone -- without
-    reading a row; raise EngineError if one does not bind. (A plan's own statement is
-    not bound where a shared one computes its integers: it never runs.)"""
-    shared = share_aggregates(plans)
-    for chunk in _chunks(shared, plans, MAX_SHARED_SUMS):
-        engine._bind(*aggregate_sql(engine, [plans[i] for i in chunk]))
-    _each(engine, _alone(shared, len(plans)), lambda i: engine._bind(*engine.compile(plans[i])))
-    orders = share_orders(jobs) if engine.shares_histograms else []
-    for chunk in _chunks(orders, [plan for plan, _ in jobs], None):
-        engine._bind(*histograms_sql(engine, [jobs[i] for i in chunk]))
-    _each(
-        engine, _alone(orders, len(jobs)), lambda i: engine._bind(*engine.histogram_sql(*jobs[i]))
-    )
+    """Bind every statement :func:`compute_many` will run -- the shared ones and those
+    of the plans and jobs that run alone -- without reading a row; raise EngineError if
+    one does not bind (the first in :func:`compute_many`'s order). A plan's own
+    statement is not bound where a shared one computes its integers: it never runs."""
+    statements = _statements(engine, plans, jobs)
+    _each(engine, statements, lambda statement: engine._bind(*statement.sql()))
 
 
 def _each(engine: SqlEngine, items: Sequence[_Item], work: Callable[[_Item], _Out]) -> list[_Out]:
@@ -415,6 +569,11 @@ def _each(engine: SqlEngine, items: Sequence[_Item], work: Callable[[_Item], _Ou
     with ThreadPoolExecutor(max_workers=workers) as pool:
         futures = [pool.submit(work, item) for item in items]
     return [future.result() for future in futures]
+
+
+def _listed(work: Callable[..., _Out], *args: Any) -> list[_Out]:
+    """``work(*args)`` as a list of one result (a statement computing one plan's)."""
+    return [work(*args)]
 
 
 def _alone(shared: list[int], count: int) -> list[int]:

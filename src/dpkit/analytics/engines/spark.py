@@ -619,6 +619,10 @@ class SparkEngine(SqlEngine):
     # One statement per plan's histograms (SqlEngine.shares_histograms: shared, Spark
     # recomputed the common rows in every plan's branch).
     shares_histograms = False
+    # Row-level plans' sums in one statement (SqlEngine.shares_row_sums): on a small
+    # table a Spark statement costs ~0.1-0.2 s whatever it computes; nine describe sums
+    # of a 6,366-row table took 0.55-0.67 s four at a time and 0.16-0.22 s as one.
+    shares_row_sums = True
     # A batch's own statements run four at a time: on a small table a statement's time
     # is the driver's (analysis, planning, scheduling a job), which threads overlap
     # (each Python thread has its JVM thread, with its own job group property).
@@ -667,14 +671,14 @@ class SparkEngine(SqlEngine):
         return f"sum(CAST({x} AS DECIMAL(38,0)))"
 
     def double_array(self, values: Sequence[float]) -> tuple[str, list[Any]]:
-        # Spark's parameters take scalars; the cuts are public, written as literals.
-        return f"array({', '.join(_double_literal(v) for v in values)})", []
+        # Spark's parameters take scalars; the cuts are public, written in the text.
+        return _double_array_sql(values), []
 
     def element(self, array: str, index: str) -> str:
         return f"element_at({array}, CAST({index} AS INT))"
 
     def constant_double_array(self, values: Sequence[float]) -> str:
-        return self.double_array(values)[0]  # literals already, no parameters
+        return _double_array_sql(values)  # no parameters
 
     def integer_range(self, count: int) -> str:
         return f"SELECT id FROM range(0, {int(count)})"
@@ -881,6 +885,45 @@ def _double_literal(value: float) -> str:
     if not math.isfinite(value):
         return f"CAST('{value!r}' AS DOUBLE)"
     return f"{value!r}".upper() + "D"
+
+
+#: Arrays of at least this many doubles are written as JSON text (_double_array_sql).
+JSON_ARRAY_LENGTH = 32
+
+
+def _double_array_sql(values: Sequence[float]) -> str:
+    """SQL of a constant ARRAY<DOUBLE> holding exactly ``values``.
+
+    A short array is a list of typed literals (:func:`_double_literal`). A long one --
+    a quantile's grid of up to ~10^4 cuts -- is one string literal parsed by
+    ``from_json``, with each non-finite value (no JSON spelling) a literal array of its
+    own between the JSON runs, joined by ``concat``. Exactness: each finite value is
+    written as Python's ``repr``, which is valid JSON and round-trips under correct
+    rounding, and Spark's JSON reader parses numbers with Java's correctly rounded
+    ``Double.parseDouble`` (``-0.0`` stays negative), so every element is the same
+    double (tests/engines/test_spark_double_literals.py compares them bit for bit). Spark's
+    optimiser folds the expression into one array constant, as it folds the literals
+    (the same test checks the optimised plan holds no ``from_json``). Why: 9,601
+    literals made a quantile's statement 114 KB, which Spark took ~0.45 s to parse and
+    analyse against ~0.06 s for the JSON text, on every such statement of ``describe``
+    (benchmarks/results/describe.md).
+    """
+    values = [float(v) for v in values]
+    if len(values) < JSON_ARRAY_LENGTH:
+        return f"array({', '.join(_double_literal(v) for v in values)})"
+    parts: list[str] = []
+    run: list[str] = []
+    for value in values:
+        if math.isfinite(value):
+            run.append(repr(value))
+            continue
+        if run:
+            parts.append(f"from_json('[{','.join(run)}]', 'array<double>')")
+            run = []
+        parts.append(f"array({_double_literal(value)})")
+    if run:
+        parts.append(f"from_json('[{','.join(run)}]', 'array<double>')")
+    return parts[0] if len(parts) == 1 else f"concat({', '.join(parts)})"
 
 
 #: Bound statements whose analysed DataFrames a SparkEngine keeps for their run.
