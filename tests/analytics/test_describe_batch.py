@@ -370,3 +370,24 @@ def test_row_level_sums_are_shared_on_spark(spark: Any) -> None:
     shared = _batch.aggregate_many(spark_engine, sums)
     assert len([sql for sql in statements if "__r4" in sql]) == 2  # bound, then run
     assert shared == [duck_engine.aggregate(p) for p in sums]
+
+
+def test_a_filter_on_negative_zero_counts_alike_alone_shared_and_on_duckdb(spark: Any) -> None:
+    """Spark's constant propagation rewrote a WHERE clause's ``x = 0 AND CAST(x AS
+    VARCHAR) = '-0.0'`` into a filter no row passes, where DuckDB -- and Spark with the
+    condition in a shared statement's CASE -- keep the three -0.0 rows (found by an
+    adversarial review): the rule is off in dpkit's Spark session."""
+    data = pd.DataFrame({"x": [-0.0, 0.0, 0.0, -0.0, -0.0, 1.0, float("nan")]})
+    queries = [
+        Query().filter('"x" = 0 AND CAST("x" AS VARCHAR) = \'-0.0\'').count(name="negative"),
+        Query().count(),
+    ]
+    on_spark = dp.Session.from_spark(spark.createDataFrame(data), budget=dp.ZCDP(10.0), rng=3)
+    on_duckdb = session(data, unit=None)
+    spark_engine: Any = on_spark._engine
+    duck_engine: Any = on_duckdb._engine
+    compiled = [c.plan for c in plans(on_spark, queries)]
+    expected = [{(): [3]}, {(): [7]}]
+    assert [duck_engine.aggregate(p) for p in compiled] == expected
+    assert [spark_engine.aggregate(p) for p in compiled] == expected
+    assert _batch.aggregate_many(spark_engine, compiled) == expected

@@ -701,6 +701,12 @@ class SparkEngine(SqlEngine):
         owner = dataframe.sparkSession
         self._spark = owner.newSession()
         self._spark.conf.set("spark.sql.ansi.enabled", "false")
+        # Spark's constant propagation substitutes a WHERE clause's `x = 0` into the
+        # clause's other conditions as the literal 0.0, which is wrong for -0.0 rows
+        # (`x = 0 AND CAST(x AS STRING) = '-0.0'` kept no row; DuckDB keeps them, and so
+        # does Spark with the condition in a CASE, as the shared statements write it):
+        # the rule is off in dpkit's session (found by an adversarial review, issue 34).
+        self._spark.conf.set("spark.sql.optimizer.excludedRules", _EXCLUDED_RULES)
         self._quiet_query_context_log()
         # After the logs are quiet: a failure's context would quote the row.
         if dataframe not in _IN_PLACE:
@@ -886,6 +892,9 @@ def _double_literal(value: float) -> str:
         return f"CAST('{value!r}' AS DOUBLE)"
     return f"{value!r}".upper() + "D"
 
+
+#: Optimiser rules off in dpkit's Spark session (SparkEngine.__init__).
+_EXCLUDED_RULES = "org.apache.spark.sql.catalyst.optimizer.ConstantPropagation"
 
 #: Arrays of at least this many doubles are written as JSON text (_double_array_sql).
 JSON_ARRAY_LENGTH = 32
