@@ -221,6 +221,7 @@ KNOWN_DIFFERENCES = {
     "lower of İ": "lower(name)",
     "a date plus an interval": "d + INTERVAL 1 DAY",
     "CASE of a string and an integer": "CASE WHEN x > 0 THEN 'a' ELSE 1 END",
+    "isnan of NULL": "isnan(CASE WHEN f > 1 THEN f END)",
 }
 
 
