@@ -492,6 +492,17 @@ def _duckdb_meaning(node: Any, drops: dict[int, int]) -> Any:
                 exp.TryCast(this=end, to=date, safe=True),
                 exp.TryCast(this=start, to=date.copy(), safe=True),
             )
+    if isinstance(node, exp.IsNan):
+        # DuckDB's isnan(NULL) is NULL, Spark's false (so `NOT isnan(x)` kept Spark's
+        # NULL rows; found by an adversarial review). signum(x) * 0.0 is NULL for NULL,
+        # NaN for NaN and a zero for every other value (infinities included); nanvl
+        # turns NaN into 1.0 and passes NULL and the zeros: equal to 1.0 exactly where
+        # DuckDB's isnan is true, NULL where it is NULL.
+        zeroed = exp.Paren(
+            this=exp.Mul(this=_call("signum", node.this), expression=exp.Literal.number("0.0"))
+        )
+        one = exp.Literal.number("1.0")
+        return exp.Paren(this=exp.EQ(this=_call("nanvl", zeroed, one), expression=one.copy()))
     if isinstance(node, exp.Left | exp.Right) and id(node) in drops:
         skip = number(drops[id(node)] + 1)
         if isinstance(node, exp.Right):
