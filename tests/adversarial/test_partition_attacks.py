@@ -88,6 +88,32 @@ def test_the_same_partition_again_is_the_same_parts() -> None:
         again[1].evaluate(Query().count(), budget=dp.PureDP(0.2))
 
 
+def test_a_partition_made_with_another_keyed_hash_is_not_resumed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The attack: a partition opened by an older dpkit, whose keyed hash put persons in
+    # other parts, resumed from the persistent ledger by a newer one -- each part then
+    # sees persons the old parts' releases did not, under one parent charge. The hash's
+    # version is part of the partition's identity: resumed, it is a new partition and
+    # the parent pays again.
+    from dpkit.analytics import _partition
+
+    ledger = tmp_path / "ledger.db"
+    frame = towns()
+
+    def open_parts() -> dp.Session:
+        session = dp.Session.from_pandas(
+            frame, privacy_unit="person", budget=dp.PureDP(1.0), ledger=ledger, rng=0
+        )
+        session.partition("region", [1, 2], budgets=0.4)
+        return session
+
+    assert open_parts().spent == dp.PureDP(0.4)
+    assert open_parts().spent == dp.PureDP(0.4)  # same hash: the same partition, resumed
+    monkeypatch.setattr(_partition, "HASH_VERSION", _partition.HASH_VERSION + 1)
+    assert open_parts().spent == dp.PureDP(0.8)
+
+
 def test_a_part_budget_never_exceeds_what_the_parent_has_left() -> None:
     session = dp.Session.from_pandas(towns(), budget=dp.PureDP(1.0), rng=0)
     session.evaluate(Query().count(), budget=dp.PureDP(0.7))

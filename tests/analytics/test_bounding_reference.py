@@ -163,16 +163,18 @@ def test_rows_outside_the_keys_are_dropped_without_a_privacy_unit() -> None:
 
 
 def colliding_groups(salt: int, user: int) -> tuple[int, int]:
-    """Two BIGINT groups ``a < b`` with the same ``H(salt, user, group)``: ``a < p`` has
-    limbs ``(a, 0, 8, 0)`` and ``b = p + c`` has ``(c, 1, 8, 0)``. The hash is linear in
+    """Two BIGINT groups ``a < b`` with the same ``H(salt, user, group)``: ``a < 2^30``
+    has limbs ``(a, 0, 8)`` and ``b = 2^30 + c`` has ``(c, 1, 8)``. The hash is linear in
     the limbs before its rounds, so the two tie when ``k0 a = k0 c + k1 (mod p)``, with
-    ``k0, k1`` the round keys of the group's first two limbs (after the user's four)."""
+    ``k0, k1`` the round keys of the group's first two limbs (after the user's three);
+    ``c`` is the first from 12,345 whose ``a`` is below 2^30."""
     p = HASH_PRIME
     keys = round_keys(salt)
-    k0, k1 = keys[1 + 4 % _LIMB_KEYS], keys[1 + 5 % _LIMB_KEYS]
+    k0, k1 = keys[1 + 3 % _LIMB_KEYS], keys[1 + 4 % _LIMB_KEYS]
     c = 12_345
-    a = (c + k1 * pow(k0, -1, p)) % p
-    return a, p + c
+    while (a := (c + k1 * pow(k0, -1, p)) % p) >= 2**30:
+        c += 1
+    return a, 2**30 + c
 
 
 @pytest.mark.parametrize("engine", ["duckdb", "spark"])

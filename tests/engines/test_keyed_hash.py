@@ -21,6 +21,7 @@ from dpkit.analytics.engines._hash import (
     _FINISH_KEYS,
     HASH_PRIME,
     KeyedHash,
+    Limb,
     TypedPart,
     python_hash,
     python_integer_limbs,
@@ -33,7 +34,11 @@ SALT = 20261125
 P = HASH_PRIME
 
 VALUES: dict[str, list[Any]] = {
-    "BIGINT": [0, 1, -1, P - 1, P, -P, P * P + 5, -(2**63), 2**63 - 1, 123456789012345],
+    # p on both sides of zero, the BIGINT ends, and the ends of each 30-bit limb.
+    "BIGINT": [
+        *(0, 1, -1, P - 1, P, -P, P * P + 5, -(2**63), 2**63 - 1, 123456789012345),
+        *(2**30 - 1, 2**30, -(2**30), -(2**30) - 1, 2**60 - 1, 2**60, -(2**60), -(2**60) - 1),
+    ],
     # The narrower and unsigned integer types: their ends, p itself (2^31 - 1) and the
     # values on each side of zero and of -p.
     "INTEGER": [0, 1, -1, P - 1, P, -P, -P + 1, -(2**31), 123456789, -987654321],
@@ -125,6 +130,55 @@ def on_spark(spark: Any) -> dict[str, list[int]]:
     return spark_hashes(spark)
 
 
+def test_integer_limbs_are_the_twos_complement_bits() -> None:
+    # Injective: the three limbs give back the integer.
+    for x in VALUES["BIGINT"]:
+        low, middle, top = python_integer_limbs(x)
+        assert x == low + (middle << 30) + ((top - 8) << 60)
+
+
+@pytest.mark.parametrize("type_name", list(VALUES))
+def test_every_limb_lies_within_its_stated_bound(type_name: str) -> None:
+    # The reduced sums skip a `% p` only because each limb stays below its bound: check
+    # the bounds on every value of every type as DuckDB computes them. A NULL integer,
+    # date or string has NULL limbs (callers hash non-NULL keys only): no value at all.
+    connection = duckdb.connect()
+    sql_type = "DECIMAL(10,2)" if type_name.startswith("DECIMAL") else type_name
+    connection.execute(f"CREATE TABLE t (v {sql_type})")
+    connection.executemany("INSERT INTO t VALUES (?)", [(v,) for v in [*VALUES[type_name], None]])
+    keyed = KeyedHash(SALT, DuckDBEngine(connection, "t").hash_dialect())
+    limbs = keyed.limbs(TypedPart('"v"', type_name))
+    columns = ", ".join(f"CAST({limb.sql} AS BIGINT)" for limb in limbs)
+    for row in connection.execute(f"SELECT {columns} FROM t").fetchall():
+        for value, limb in zip(row, limbs, strict=True):
+            assert value is None or 0 <= value < limb.bound
+
+
+def test_reduced_sums_never_overflow_at_their_bounds() -> None:
+    # Every term at its largest value (limb = bound - 1 times its key), in long runs of
+    # mixed bounds: DuckDB raises on a BIGINT overflow, so a running sum allowed past
+    # 2^63 fails here; the residue must be the sum's mod p.
+    keyed = KeyedHash(SALT, DuckDBEngine(duckdb.connect(), "t").hash_dialect())
+    keys = round_keys(SALT)
+    bounds = [2**30, 2**30, 16, P, 3, 2**28, P, P, 6, 2, 3024] * 5
+    key = [keys[1 + j % 32] for j in range(len(bounds))]
+    terms = [
+        Limb(f"(CAST({b - 1} AS BIGINT) * {k})", (b - 1) * k + 1)
+        for b, k in zip(bounds, key, strict=True)
+    ]
+    expected = sum((b - 1) * k for b, k in zip(bounds, key, strict=True)) % P
+    got = duckdb.connect().execute(f"SELECT {keyed._reduced_sum(terms)}").fetchone()
+    assert got == (expected,)
+    # Fewer reductions than terms (the point of the bounds).
+    assert keyed._reduced_sum(terms).count("%") < len(terms)
+    # Sums near 2^63: each closed sum's residue is added to the last one, which must
+    # leave room for it (bounds one above the values; (2^63 - 6) mod p = p - 4).
+    values = [2**62 - 3, 2**62 - 3, 2**62 - 3, 2**62 - 4]
+    big = [Limb(f"CAST({v} AS BIGINT)", v + 1) for v in values]
+    got = duckdb.connect().execute(f"SELECT {keyed._reduced_sum(big)}").fetchone()
+    assert got == (sum(values) % P,)
+
+
 @pytest.mark.parametrize("type_name", ["BIGINT", "INTEGER", "SMALLINT", "TINYINT", "USMALLINT"])
 def test_sql_hash_of_integers_is_the_python_definition(type_name: str) -> None:
     values = VALUES[type_name]
@@ -173,6 +227,36 @@ def test_hash_is_uniform_and_salts_are_unrelated() -> None:
     assert stats.chisquare(counts).pvalue > 1e-6
     rho = stats.spearmanr(first, hashes(SALT + 1)).statistic
     assert abs(rho) < 5 / math.sqrt(len(first))
+
+
+def test_pairs_of_groups_are_kept_together_as_often_as_by_chance() -> None:
+    # The finishing round's purpose (module docstring of _hash): with the linear hash
+    # alone, each person keeps an arc of one circular order of the groups, so groups
+    # next to each other on it are kept together ~10x as often as chance. Consecutive
+    # person ids and group ids (the most structured input), 50 groups, 5 kept: each
+    # pair's count of persons keeping both against its expectation under a uniform
+    # choice (chi-square at 1e-6), and each group's count (uniform marginals).
+    persons, groups, kept = 4000, 50, 5
+    connection = duckdb.connect()
+    engine = DuckDBEngine(connection, "t")
+    keyed = KeyedHash(SALT, engine.hash_dialect())
+    linear = keyed.linear([TypedPart("u", "BIGINT"), TypedPart("g", "BIGINT")])
+    pairs = (
+        f"(SELECT u, g, {linear} AS h FROM range({persons}) AS a(u), "
+        f"range({groups}) AS b(g)) AS pairs"
+    )
+    rows = connection.execute(
+        f"SELECT u, g FROM ({keyed.finished(pairs, 'h', 'f')}) "
+        f"QUALIFY row_number() OVER (PARTITION BY u ORDER BY f, g) <= {kept}"
+    ).fetchall()
+    chosen = np.zeros((persons, groups), dtype=np.int64)
+    for u, g in rows:
+        chosen[u, g] = 1
+    together = (chosen.T @ chosen)[np.triu_indices(groups, 1)]
+    expected = persons * kept * (kept - 1) / (groups * (groups - 1))
+    statistic = float(((together - expected) ** 2 / expected).sum())
+    assert stats.chi2.sf(statistic, len(together) - 1) > 1e-6
+    assert stats.chisquare(chosen.sum(axis=0)).pvalue > 1e-6
 
 
 # Inputs of the finishing rounds: the ends of [0, p) and 200 residues drawn at random.

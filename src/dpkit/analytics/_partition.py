@@ -21,6 +21,7 @@ from typing import Any
 from dpkit.analytics._accounting import BudgetKind, _share_of
 from dpkit.analytics._canonical import check_key_type
 from dpkit.analytics._keys import canonical_keys
+from dpkit.analytics.engines._hash import HASH_VERSION
 from dpkit.errors import DataError, InvalidParameter
 
 __all__ = ["PartitionPlan", "plan_partition"]
@@ -72,9 +73,13 @@ def plan_partition(
     kinds = tuple(kind.part(_part_amount(kind, b, owner)) for b in per_key)
     amounts = [k.amount for k in kinds]
     charge = tuple(max(a[i] for a in amounts) for i in range(len(kind.amount)))
+    # The keyed hash's version joins the identity: the parts are that hash of the salt
+    # the ledger keeps, so a ledger reopened by a dpkit with another hash must not find
+    # (and resume, with persons in other parts) a partition the old one created.
     identity = json.dumps(
         [column, [repr(k) for k in canonical], [[str(x) for x in a] for a in amounts]]
         + ([] if table is None else [table])
+        + [f"keyed hash v{HASH_VERSION}"]
     )
     name = f"{scope}/partition:{hashlib.sha256(identity.encode()).hexdigest()[:24]}"
     return PartitionPlan(

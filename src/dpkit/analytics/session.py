@@ -1614,7 +1614,8 @@ class Session:
         calling ``partition`` again with the same three (in this process, or on a
         reopened persistent ledger) returns the same parts and charges nothing; any
         other partition -- other keys, other budgets -- is a new one and is charged
-        again.
+        again. So is one opened by a dpkit whose keyed hash differs (its version is
+        part of the identity): persons are assigned to parts by that hash.
         """
         self._check_unlocked()
         owner = "Session.partition"

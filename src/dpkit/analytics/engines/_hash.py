@@ -7,7 +7,8 @@ different functions of different byte layouts), so the same query would keep dif
 rows on DuckDB and on Spark. This module defines one hash, from operations both
 compute exactly: 64-bit integer ``+ - * %`` and integer division (all values here stay
 below 2^63), comparisons, ``floor``/``log2``/``power`` of doubles (corrected to be
-exact, below) and ``md5`` of a string.
+exact, below), two's-complement ``&`` and arithmetic ``>>`` of BIGINTs, and ``md5`` of
+a string.
 
 The hash, in two steps (each is a column of a SELECT, so neither is written twice):
 
@@ -16,12 +17,19 @@ The hash, in two steps (each is a column of a SELECT, so neither is written twic
    everything else) and combined as ``(k_0 + sum_j k_j * limb_j) mod p`` with
    ``p = 2^31 - 1`` (a prime) and round keys ``k_j`` drawn from the salt by SHA-256. For
    distinct limb vectors, the values collide with probability ``1/p`` over the keys (a
-   universal hash; Carter & Wegman 1979).
-2. ``finish``: two rounds of ``x -> (x + k)^5 mod p``, a permutation of ``Z_p`` because
-   ``gcd(5, p - 1) = 1``, the shape of the MiMC cipher (Albrecht et al. 2016). A
+   universal hash; Carter & Wegman 1979). Each limb has a public bound, so products
+   are summed as long as the sum provably stays below 2^63 and reduced once
+   (:meth:`KeyedHash._reduced_sum`): the same residue with fewer ``%``.
+2. ``finish``: one round of ``x -> (x + k)^5 mod p``, a permutation of ``Z_p`` because
+   ``gcd(5, p - 1) = 1`` (a round of the MiMC cipher's shape, Albrecht et al. 2016). A
    linear hash alone would order one person's groups by ``(a(person) + b(group)) mod
-   p``: every person would keep an arc of one circular order of the groups. The
-   non-linear rounds break that structure.
+   p``: every person would keep an arc of one circular order of the groups, and two
+   groups next to each other on it were kept together ~10x as often as chance (50
+   groups, 5 kept, 2*10^4 consecutive person ids). The non-linear round breaks that
+   structure: pairs are then kept together as often as under a uniform choice
+   (tests/engines/test_keyed_hash.py). A second round, used until 2026-12, measured
+   no better on that test and cost ~7% of the bounding statement at 10^6 rows (issue
+   34), so it was dropped; privacy never depended on it (below).
 
 The output is in ``[0, p)``; callers break ties by the value itself, so a collision
 never makes the choice depend on row order. Privacy does not depend on the hash's
@@ -36,10 +44,18 @@ import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["HASH_PRIME", "SMALL_INDEX", "KeyedHash", "TypedPart"]
+__all__ = ["HASH_PRIME", "HASH_VERSION", "SMALL_INDEX", "KeyedHash", "Limb", "TypedPart"]
 
 #: The Mersenne prime 2^31 - 1: products of two residues stay below 2^62.
 HASH_PRIME = 2**31 - 1
+
+#: The hash's version, raised whenever its values change for the same salt and input
+#: (2: integer limbs made of bits, one finishing round; 2026-12). A partition assigns
+#: each person to a part by this hash of a salt kept in the ledger
+#: (``Session.partition``), so the version is part of a partition's identity: one
+#: created by a dpkit with another hash is never resumed with different parts (it is a
+#: new partition, charged again).
+HASH_VERSION = 2
 
 _INTEGER_TYPES = (
     "TINYINT",
@@ -55,6 +71,14 @@ _FLOAT_TYPES = ("FLOAT", "DOUBLE", "REAL")
 #: A pseudo-type for integers known to lie in [0, p) (grid indices): one limb, itself.
 SMALL_INDEX = "SMALL INDEX"
 
+#: Bits of an integer limb (:meth:`KeyedHash._integer_limbs`): below p, so a limb times
+#: a round key is below 2^61 and two such products add up below 2^62.
+_LIMB_BITS = 30
+#: A running sum of products is reduced mod p before it could pass this (see
+#: :meth:`KeyedHash._reduced_sum`): with at most 2^30 residues below 2^31 added to it,
+#: the total stays below 2^63.
+_SUM_LIMIT = 3 << 61
+
 
 @dataclass(frozen=True, slots=True)
 class TypedPart:
@@ -62,6 +86,14 @@ class TypedPart:
 
     sql: str
     type: str
+
+
+@dataclass(frozen=True, slots=True)
+class Limb:
+    """The SQL of one limb and a public bound on its values: ``0 <= limb < bound``."""
+
+    sql: str
+    bound: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,15 +107,17 @@ class HashDialect:
     #: ``epoch_micros(sql, type)``: a TIMESTAMP (``type`` says with or without time
     #: zone) -> microseconds since the epoch (of the wall clock without a time zone).
     epoch_micros: Callable[[str, str], str]
-    #: ``int_div(a, b)``: integer division truncating towards zero.
-    int_div: Callable[[str, str], str]
+    #: ``shift_right(sql, n)``: a BIGINT shifted right by ``n`` bits, arithmetically
+    #: (the sign bit copied in: floor division by 2^n).
+    shift_right: Callable[[str, int], str]
     #: The string type name for CAST (``VARCHAR``, ``STRING``).
     text: str
 
 
-#: Round keys: k_0, one per limb position (cycled beyond), and two for ``finish``.
+#: Round keys: k_0, one per limb position (cycled beyond), and one for ``finish`` (the
+#: key drawn for a second round, no longer used, keeps its place in the stream).
 _LIMB_KEYS = 32
-_FINISH_KEYS = (_LIMB_KEYS + 1, _LIMB_KEYS + 2)
+_FINISH_KEYS = (_LIMB_KEYS + 1,)
 
 
 def round_keys(salt: int) -> list[int]:
@@ -106,21 +140,21 @@ class KeyedHash:
         self._dialect = dialect
 
     # ------------------------------------------------------------------ limbs
-    def _integer_limbs(self, x: str) -> list[str]:
-        """Four limbs in [0, p) of a BIGINT: with truncating division x = q p + r and
-        q = q2 p + r2 (r, r2 in (-p, p), |q2| <= 4, all of x's sign), the residues of r
-        and r2, q2 + 8 and the sign -- an injective map (the sign tells which
-        representative a residue stands for)."""
-        p, div = HASH_PRIME, self._dialect.int_div
-        q = div(f"({x})", str(p))
+    def _integer_limbs(self, x: str) -> list[Limb]:
+        """Three limbs of a BIGINT, its two's-complement bits: the low 30 bits, the next
+        30, and the top 4 (arithmetic shift, in [-8, 8)) plus 8. ``x`` is their sum
+        ``l_0 + 2^30 l_1 + 2^60 (l_2 - 8)``, so the map is injective. Bit operations
+        only: measured on DuckDB, a person's limbs and terms cost about half of the
+        truncating divisions and remainders they replace (issue 34)."""
+        low = (1 << _LIMB_BITS) - 1
+        shift = self._dialect.shift_right
         return [
-            f"((({x}) % {p} + {p}) % {p})",
-            f"((({q}) % {p} + {p}) % {p})",
-            f"({div(q, str(p))} + 8)",
-            f"CASE WHEN ({x}) < 0 THEN 1 ELSE 0 END",
+            Limb(f"(({x}) & {low})", 1 << _LIMB_BITS),
+            Limb(f"({shift(f'({x})', _LIMB_BITS)} & {low})", 1 << _LIMB_BITS),
+            Limb(f"({shift(f'({x})', 2 * _LIMB_BITS)} + 8)", 16),
         ]
 
-    def _double_limbs(self, x: str) -> list[str]:
+    def _double_limbs(self, x: str) -> list[Limb]:
         """Limbs of a DOUBLE's exact value: class, sign, exponent, 53-bit significand.
 
         ``e = floor(log2(|x|))`` is corrected by comparing ``|x|`` with exact powers of
@@ -147,32 +181,36 @@ class KeyedHash:
         )
         sign = f"CASE WHEN CAST(({x}) AS DOUBLE) < 0 THEN 1 ELSE 0 END"
         return [
-            kind,
-            sign,
-            f"CASE WHEN {finite} THEN {e} + 2000 ELSE 0 END",
+            Limb(kind, 6),
+            Limb(sign, 2),
+            Limb(f"CASE WHEN {finite} THEN {e} + 2000 ELSE 0 END", 3024),
             *[
-                f"CASE WHEN {finite} THEN {limb} ELSE 0 END"
+                Limb(f"CASE WHEN {finite} THEN {limb.sql} ELSE 0 END", limb.bound)
                 for limb in self._integer_limbs(significand)
             ],
         ]
 
-    def _text_limbs(self, x: str) -> list[str]:
+    def _text_limbs(self, x: str) -> list[Limb]:
         """56 bits of md5 of a string, as two 28-bit limbs (NULL hashes as '')."""
         digest = f"md5(coalesce(({x}), ''))"
         to_int = self._dialect.hex_to_bigint
-        return [to_int(f"substr({digest}, 1, 7)"), to_int(f"substr({digest}, 8, 7)")]
+        return [
+            Limb(to_int(f"substr({digest}, 1, 7)"), 1 << 28),
+            Limb(to_int(f"substr({digest}, 8, 7)"), 1 << 28),
+        ]
 
-    def limbs(self, part: TypedPart) -> list[str]:
-        """SQL of the limbs of one part, by its type."""
+    def limbs(self, part: TypedPart) -> list[Limb]:
+        """The limbs of one part, by its type, each with its bound."""
         kind = part.type.upper()
         if kind == SMALL_INDEX:
-            return [f"({part.sql})"]
+            return [Limb(f"({part.sql})", HASH_PRIME)]
         if kind.startswith(_INTEGER_TYPES):
             return self._integer_limbs(f"CAST(({part.sql}) AS BIGINT)")
         if kind.startswith(_FLOAT_TYPES):
             return self._double_limbs(part.sql)
         if kind == "BOOLEAN":
-            return [f"CASE WHEN ({part.sql}) IS NULL THEN 2 WHEN ({part.sql}) THEN 1 ELSE 0 END"]
+            flag = f"CASE WHEN ({part.sql}) IS NULL THEN 2 WHEN ({part.sql}) THEN 1 ELSE 0 END"
+            return [Limb(flag, 3)]
         if kind == "DATE":
             return self._integer_limbs(self._dialect.date_days(part.sql))
         if kind.startswith("TIMESTAMP"):
@@ -187,44 +225,63 @@ class KeyedHash:
         return self._text_limbs(f"CAST(({part.sql}) AS {self._dialect.text})")
 
     # ------------------------------------------------------------------ the hash
-    def _terms(self, parts: Sequence[TypedPart], first_limb: int) -> list[str]:
-        """``(k_j * limb_j) mod p`` for the parts' limbs, numbered from ``first_limb``."""
-        p = HASH_PRIME
+    def _terms(self, parts: Sequence[TypedPart], first_limb: int) -> list[Limb]:
+        """The products ``k_j * limb_j`` of the parts' limbs, numbered from
+        ``first_limb``, each with its bound (``bound(limb) * k_j``)."""
         limbs = [limb for part in parts for limb in self.limbs(part)]
         terms = []
         for j, limb in enumerate(limbs, start=first_limb):
             key = self._keys[1 + j % _LIMB_KEYS]
-            # limb < 2^31 and key < 2^31: the product is below 2^62, reduced at once.
-            terms.append(f"((CAST({limb} AS BIGINT) * {key}) % {p})")
+            terms.append(Limb(f"(CAST({limb.sql} AS BIGINT) * {key})", (limb.bound - 1) * key + 1))
         return terms
+
+    @staticmethod
+    def _reduced_sum(terms: Sequence[Limb]) -> str:
+        """SQL of ``(sum of terms) mod p``, in [0, p), each term non-negative and below
+        its bound. Terms are added in order while their bounds' sum stays within
+        :data:`_SUM_LIMIT`; such a running sum is then reduced mod p and its residue
+        (below 2^31) carried into the last one. The last sum is at most the limit plus
+        one residue per reduced sum (far fewer than 2^30), so no partial sum reaches
+        2^63 on any row: the same residue as reducing every product, with fewer ``%``
+        (a product of two residues, below 2^62, still gets one of its own)."""
+        p = HASH_PRIME
+        reduced: list[str] = []
+        running: list[str] = []
+        total = 0
+        for term in terms:
+            if running and total + term.bound > _SUM_LIMIT:
+                reduced.append(f"(({' + '.join(running)}) % {p})")
+                running, total = [], 0
+            running.append(term.sql)
+            total += term.bound
+        return f"(({' + '.join([*reduced, *running] or ['0'])}) % {p})"
 
     def limb_count(self, parts: Sequence[TypedPart]) -> int:
         """How many limbs the parts have (where the next parts' limbs are numbered)."""
         return sum(len(self.limbs(part)) for part in parts)
 
-    def linear(self, parts: Sequence[TypedPart]) -> str:
-        """Step 1: SQL of ``(k_0 + sum k_j limb_j) mod p``, a BIGINT in [0, p)."""
-        terms = [str(self._keys[0]), *self._terms(parts, 0)]
-        return f"(({' + '.join(terms)}) % {HASH_PRIME})"
+    def linear(self, parts: Sequence[TypedPart], slices: Sequence[str] = ()) -> str:
+        """Step 1: SQL of ``(k_0 + sum k_j limb_j) mod p``, a BIGINT in [0, p).
+
+        ``slices`` are :meth:`partial` sums of the limbs that follow ``parts``' (each a
+        column in [0, p), computed elsewhere): they are added in, for the same integer
+        by associativity mod p."""
+        k0 = Limb(str(self._keys[0]), HASH_PRIME)
+        given = [Limb(s, HASH_PRIME) for s in slices]
+        return self._reduced_sum([k0, *self._terms(parts, 0), *given])
 
     def partial(self, parts: Sequence[TypedPart], first_limb: int) -> str:
         """SQL of one slice of :meth:`linear`'s sum, ``(sum k_j limb_j) mod p`` over
         the parts' limbs numbered from ``first_limb``, in [0, p). A slice that depends
         on few distinct values (a group key) can be computed once per value and joined;
-        :meth:`combine` adds the slices back."""
-        return f"(({' + '.join(self._terms(parts, first_limb) or ['0'])}) % {HASH_PRIME})"
-
-    def combine(self, slices: Sequence[str]) -> str:
-        """SQL of ``(k_0 + sum of slices) mod p``: :meth:`linear` of the parts whose
-        slices (:meth:`partial`, each in [0, p), so the sum stays far below 2^63) these
-        are -- the same integer, by associativity mod p."""
-        return f"(({' + '.join([str(self._keys[0]), *slices])}) % {HASH_PRIME})"
+        :meth:`linear` adds it back."""
+        return self._reduced_sum(self._terms(parts, first_limb))
 
     def finish(self, column: str) -> str:
-        """Step 2: two rounds ``x -> (x + k)^5 mod p`` of a column holding :meth:`linear`,
-        as one expression. Its text holds the first round 5 times and ``column`` 25
-        times (~1.9 KB): where a statement is built, :meth:`finished` computes the same
-        integer in projections instead."""
+        """Step 2: the rounds ``x -> (x + k)^5 mod p`` (:data:`_FINISH_KEYS`) of a column
+        holding :meth:`linear`, as one expression. Its text holds each round's input 5
+        times (a column written 5^rounds times): where a statement is built,
+        :meth:`finished` computes the same integer in projections instead."""
         p = HASH_PRIME
         x = column
         for key in (self._keys[i] for i in _FINISH_KEYS):
@@ -238,11 +295,12 @@ class KeyedHash:
         """SQL of ``SELECT *, <finish(column)> AS name FROM relation``: the integer of
         :meth:`finish`, each round's ``(x + k) mod p`` and its fifth power computed in
         a projection of their own (the same operations on the same values, so the same
-        BIGINT on every engine). Written as one expression, two rounds repeat the first
-        25 times: ~1.9 KB of SQL per hash that the engine parsed, bound and optimised
-        (issue 30: on TPC-H Q10, three such hashes were ~40% of DuckDB's binding and a
-        third of its planning). The rows keep ``relation``'s columns and gain ``name``
-        and the helper columns ``{name}_y0``, ``{name}_x0``, ``{name}_y1``.
+        BIGINT on every engine). Written as one expression, each round repeats its
+        input 5 times: with two rounds, ~1.9 KB of SQL per hash that the engine parsed,
+        bound and optimised (issue 30: on TPC-H Q10, three such hashes were ~40% of
+        DuckDB's binding and a third of its planning). The rows keep ``relation``'s
+        columns and gain ``name`` and a helper column ``{name}_y<r>`` per round (and
+        ``{name}_x<r>`` between rounds).
 
         ``relation`` is what follows FROM: a table or CTE name, or an aliased
         subquery."""
@@ -277,15 +335,10 @@ def python_hash(salt: int, limbs: Sequence[int]) -> int:
 
 def python_integer_limbs(x: int) -> list[int]:
     """The limbs :meth:`KeyedHash.limbs` computes in SQL for a BIGINT, in Python
-    (truncating division and C's remainder, as the engines compute them; for tests)."""
-
-    def trunc_div(a: int, b: int) -> int:
-        quotient = abs(a) // abs(b)
-        return quotient if (a >= 0) == (b > 0) else -quotient
-
-    p = HASH_PRIME
-    q = trunc_div(x, p)
-    return [x % p, q % p, trunc_div(q, p) + 8, int(x < 0)]
+    (Python's ``&`` and ``>>`` on a negative int act on its two's complement, as the
+    engines' on a BIGINT; for tests)."""
+    low = (1 << _LIMB_BITS) - 1
+    return [x & low, (x >> _LIMB_BITS) & low, (x >> (2 * _LIMB_BITS)) + 8]
 
 
 def python_text_limbs(text: str) -> list[int]:

@@ -275,7 +275,7 @@ class SqlEngine:
             hex_to_bigint=lambda s: f"CAST(('0x' || {s}) AS BIGINT)",
             date_days=lambda s: f"CAST(date_diff('day', DATE '1970-01-01', {s}) AS BIGINT)",
             epoch_micros=lambda s, _type: f"epoch_us({s})",
-            int_div=self.int_div,
+            shift_right=lambda s, n: f"({s} >> {n})",
             text=self.text,
         )
 
@@ -1086,7 +1086,7 @@ class SqlEngine:
         extra = "".join(f"{c}, " for c in columns)
         if packed:
             rank, group_slice = self.int_div("__gk", str(PACK)), f"(__gk % {PACK})"
-            linear = keyed.combine([keyed.partial(parts[:1], 0), group_slice])
+            linear = keyed.linear(parts[:1], [group_slice])
             ctes.append(
                 f"{prefix}_linear AS (SELECT __u, __gk, {extra}{rank} AS __gi, {linear} "
                 f"AS __hl FROM {pairs})"
@@ -1094,7 +1094,7 @@ class SqlEngine:
             small = True
         elif self.hash_groups_once:
             index = self._group_index(plan, groups, rows, ctes, prefix)
-            linear = keyed.combine([keyed.partial(parts[:1], 0), "__hg"])
+            linear = keyed.linear(parts[:1], ["__hg"])
             ctes.append(
                 f"{prefix}_linear AS (SELECT __u, {keys}, {extra}__gi, {linear} AS __hl "
                 f"FROM {pairs} JOIN {index} USING ({keys}))"

@@ -702,7 +702,7 @@ class SparkEngine(SqlEngine):
             hex_to_bigint=lambda s: f"CAST(conv({s}, 16, 10) AS BIGINT)",
             date_days=lambda s: f"CAST(unix_date({s}) AS BIGINT)",
             epoch_micros=_epoch_micros,
-            int_div=self.int_div,
+            shift_right=lambda s, n: f"shiftright({s}, {n})",
             text=self.text,
         )
 
