@@ -76,10 +76,11 @@ def plan_partition(
     # The keyed hash's version joins the identity: the parts are that hash of the salt
     # the ledger keeps, so a ledger reopened by a dpkit with another hash must not find
     # (and resume, with persons in other parts) a partition the old one created.
+    # (First, so no other field's value can stand in for it.)
     identity = json.dumps(
-        [column, [repr(k) for k in canonical], [[str(x) for x in a] for a in amounts]]
+        [f"keyed hash v{HASH_VERSION}", column, [repr(k) for k in canonical]]
+        + [[[str(x) for x in a] for a in amounts]]
         + ([] if table is None else [table])
-        + [f"keyed hash v{HASH_VERSION}"]
     )
     name = f"{scope}/partition:{hashlib.sha256(identity.encode()).hexdigest()[:24]}"
     return PartitionPlan(

@@ -356,6 +356,7 @@ def histograms_sql(
     ``GREATEST`` skip NULL arguments, where the plan's own statement had dropped the
     row)."""
     raw_columns, snaps, guesses, indices, cuts, counts = [], [], [], [], [], []
+    largest: list[int] = []  # the max/min jobs, indexed per unit from its largest value
     cut_params: list[Any] = []
     ctes: list[str] = []
     finals: list[str] = []
@@ -368,22 +369,30 @@ def histograms_sql(
         x, guess = snap_sql(spec, f"__xr{j}")
         if guess.count("__x ") != 1:
             raise InternalError("the grid index's SQL changed shape; a bug.")
-        guess = guess.replace("__x ", f"__x{j} ")
+        guess = f"CASE WHEN __x{j} IS NULL THEN NULL ELSE {guess.replace('__x ', f'__x{j} ')} END"
         snaps.append(f"CASE WHEN __xr{j} IS NULL THEN NULL ELSE {x} END AS __x{j}")
-        guesses.append(f"__x{j}, CASE WHEN __x{j} IS NULL THEN NULL ELSE {guess} END AS __gi{j}")
         array, array_params = engine.double_array(spec.cuts())
         cuts.append(f"{array} AS __e{j}")
         cut_params.extend(array_params)
         above = engine.element(f"__e{j}", f"__gi{j} + 2")
         below = engine.element(f"__e{j}", f"__gi{j} + 1")
-        index = f"__gi{j} + CAST(__x{j} >= {above} AS BIGINT) - CAST(__x{j} < {below} AS BIGINT)"
-        indices.append(f"CASE WHEN __x{j} IS NULL THEN NULL ELSE {index} END AS __i{j}")
+        index = (
+            f"CASE WHEN __x{j} IS NULL THEN NULL ELSE __gi{j} + CAST(__x{j} >= {above} AS "
+            f"BIGINT) - CAST(__x{j} < {below} AS BIGINT) END"
+        )
+        guesses.append(f"__x{j}, {guess} AS __gi{j}")
+        indices.append(f"{index} AS __i{j}")
         if spec.kind == "quantile":
-            counts.append(f"count(__i{j}) AS __c{j}")
+            # __i{j} is NULL exactly where __x{j} is: the count needs no index.
+            counts.append(f"count(__x{j}) AS __c{j}")
             ctes.extend(_kept(engine, plan, j))
             finals.append(f"SELECT {j} AS __job, __i, count(*) AS __n FROM __vals{j} GROUP BY __i")
         else:  # the index of each unit's largest (negated: smallest) value
-            counts.append(f"max(__i{j}) AS __m{j}")
+            # The index is monotone in the value (SqlEngine.histogram_sql), so the
+            # index of a unit's largest value is the largest of its indices: computed
+            # once per unit, from that value, not once per row.
+            counts.append(f"max(__x{j}) AS __x{j}")
+            largest.append(j)
             finals.append(
                 f"SELECT {j} AS __job, __m{j} AS __i, count(*) AS __n FROM __cnt "
                 f"WHERE __m{j} IS NOT NULL GROUP BY __m{j}"
@@ -391,14 +400,22 @@ def histograms_sql(
     plans = [plan for plan, _ in jobs]
     base, params = _scan(engine, plans, raw_columns)
     hint = engine.cte_hint
+    per_unit = "__per_unit" if largest else "__cnt"
     head = [
         base,
         f"__snap AS {hint}(SELECT __u, {', '.join(snaps)} FROM __base)",
         f"__guess AS {hint}(SELECT __u, {', '.join(guesses)} FROM __snap)",
         f"__cuts AS (SELECT {', '.join(cuts)})",
         f"__idx AS {hint}(SELECT __u, {', '.join(indices)} FROM __guess, __cuts)",
-        f"__cnt AS (SELECT __u, {', '.join(counts)} FROM __idx GROUP BY __u)",
+        f"{per_unit} AS (SELECT __u, {', '.join(counts)} FROM __snap GROUP BY __u)",
     ]
+    if largest:
+        # The rows' guess and index SQL, on each unit's largest value (__x{j} there).
+        kept = ", ".join(["__u", *(c.rsplit(" AS ", 1)[1] for c in counts)])
+        unit_guesses = ", ".join(guesses[j].split(", ", 1)[1] for j in largest)
+        unit_indices = ", ".join(indices[j].replace(f" AS __i{j}", f" AS __m{j}") for j in largest)
+        head.append(f"__unit_guess AS (SELECT *, {unit_guesses} FROM __per_unit)")
+        head.append(f"__cnt AS (SELECT {kept}, {unit_indices} FROM __unit_guess, __cuts)")
     sql = "WITH " + ", ".join([*head, *ctes]) + " " + " UNION ALL ".join(finals)
     return sql, [*params, *cut_params]
 

@@ -50,7 +50,8 @@ __all__ = ["HASH_PRIME", "HASH_VERSION", "SMALL_INDEX", "KeyedHash", "Limb", "Ty
 HASH_PRIME = 2**31 - 1
 
 #: The hash's version, raised whenever its values change for the same salt and input
-#: (2: integer limbs made of bits, one finishing round; 2026-12). A partition assigns
+#: (2: integer limbs made of bits, one finishing round, TIMESTAMP_S and TIMESTAMP_MS by
+#: their text; 2026-12). A partition assigns
 #: each person to a part by this hash of a salt kept in the ledger
 #: (``Session.partition``), so the version is part of a partition's identity: one
 #: created by a dpkit with another hash is never resumed with different parts (it is a
@@ -67,6 +68,16 @@ _INTEGER_TYPES = (
     "UINTEGER",
 )
 _FLOAT_TYPES = ("FLOAT", "DOUBLE", "REAL")
+#: Timestamps hashed by their microseconds since the epoch: every value of these fits a
+#: BIGINT (TIMESTAMP_NS, within 1677-2262, loses its nanoseconds: equal hashes are
+#: ordered by the value itself). TIMESTAMPTZ is DuckDB's alias of the zoned type.
+_MICROSECOND_TIMESTAMPS = (
+    "TIMESTAMP",
+    "TIMESTAMP WITH TIME ZONE",
+    "TIMESTAMPTZ",
+    "TIMESTAMP_NS",
+    "DATETIME",
+)
 
 #: A pseudo-type for integers known to lie in [0, p) (grid indices): one limb, itself.
 SMALL_INDEX = "SMALL INDEX"
@@ -200,28 +211,36 @@ class KeyedHash:
         ]
 
     def limbs(self, part: TypedPart) -> list[Limb]:
-        """The limbs of one part, by its type, each with its bound."""
-        kind = part.type.upper()
+        """The limbs of one part, by its type, each with its bound.
+
+        Types are matched whole: a nested type whose name begins with a scalar's
+        (``INTEGER[]``, ``DOUBLE[3]``, ``TIMESTAMP[]``) is hashed by its text, never cast
+        to the scalar -- a cast DuckDB accepts when binding and refuses on the first row,
+        after the charge (found by a review of hash v2; older than it)."""
+        kind = part.type.upper().strip()
         if kind == SMALL_INDEX:
             return [Limb(f"({part.sql})", HASH_PRIME)]
-        if kind.startswith(_INTEGER_TYPES):
+        if kind in _INTEGER_TYPES:
             return self._integer_limbs(f"CAST(({part.sql}) AS BIGINT)")
-        if kind.startswith(_FLOAT_TYPES):
+        if kind in _FLOAT_TYPES:
             return self._double_limbs(part.sql)
         if kind == "BOOLEAN":
             flag = f"CASE WHEN ({part.sql}) IS NULL THEN 2 WHEN ({part.sql}) THEN 1 ELSE 0 END"
             return [Limb(flag, 3)]
         if kind == "DATE":
             return self._integer_limbs(self._dialect.date_days(part.sql))
-        if kind.startswith("TIMESTAMP"):
+        if kind in _MICROSECOND_TIMESTAMPS:
             return self._integer_limbs(self._dialect.epoch_micros(part.sql, kind))
         if kind in ("BLOB", "BYTEA", "VARBINARY", "BINARY"):
             # Bytes as their hexadecimal text (both engines print upper case).
             return self._text_limbs(f"hex({part.sql})")
-        # Strings, DECIMAL and anything else: md5 of its text. Parity across engines
-        # holds where their text is the same: DECIMALs print alike ('1.50') except below
-        # 1e-6 with 7+ decimal places, which Spark writes as '1E-10' (a known gap:
-        # exact arithmetic on them loses scale in Spark's DECIMAL(38) rules).
+        # Strings, DECIMAL, nested types and anything else: md5 of its text. Parity
+        # across engines holds where their text is the same: DECIMALs print alike
+        # ('1.50') except below 1e-6 with 7+ decimal places, which Spark writes as
+        # '1E-10' (a known gap: exact arithmetic on them loses scale in Spark's
+        # DECIMAL(38) rules). DuckDB's TIMESTAMP_S and TIMESTAMP_MS go here too: they
+        # reach years whose microseconds overflow a BIGINT (epoch_us raised on a value
+        # after 294247, after the charge), and their text is exact; Spark has neither.
         return self._text_limbs(f"CAST(({part.sql}) AS {self._dialect.text})")
 
     # ------------------------------------------------------------------ the hash
