@@ -38,6 +38,13 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+
+# Spark's Python workers run this interpreter, whoever starts the first SparkSession of
+# the run: a documentation example (tests/test_docs.py) builds its own before the
+# ``spark`` fixture, and the workers then ran ``python3`` from PATH -- without this
+# environment's packages when the tests run from a virtual environment that is not
+# activated (a UDF test failed after the docs test in one process).
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 from collections.abc import Iterator
 from typing import Any
 
@@ -93,9 +100,6 @@ def spark() -> Iterator[Any]:
         pytest.skip(message)
     from pyspark.sql import SparkSession
 
-    # Python workers run this interpreter (as dpkit's spark_session() arranges), also
-    # when the tests run from a virtual environment that is not activated.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     session = (
         SparkSession.builder.master("local[2]")
         .appName("dpkit-tests")

@@ -374,17 +374,23 @@ def hashes_on_both(
     ]
 
 
-@pytest.mark.xfail(strict=True, reason="a known difference (docs/spark.md)")
 def test_decimals_of_many_places_hash_alike(spark: Any) -> None:
-    # Spark writes a DECIMAL below 1e-6, or a zero of scale 7 or more, as '1E-10' and
-    # '0E-10'; DuckDB as '0.0000000001'. The text is what _hash.py hashes.
+    # Spark's own text of a DECIMAL below 1e-6, or of a zero of scale 7 or more, is
+    # '1E-10' and '0E-10'; DuckDB's '0.0000000001'. The text is what _hash.py hashes,
+    # so both engines write it plain (a known difference until 2026-12).
     from decimal import Decimal
 
     from pyspark.sql import types as T  # noqa: N812
 
+    big = Decimal("-1234567890123456789012345678.0000000001")
     values = [Decimal("0.0000000001"), Decimal("0"), Decimal("-1.5"), Decimal("12345.0000001")]
-    [(duck, sparked)] = hashes_on_both(spark, [("DECIMAL(38,10)", T.DecimalType(38, 10), values)])
-    assert sparked == duck
+    cases = [
+        ("DECIMAL(38,10)", T.DecimalType(38, 10), [*values, big, Decimal("-0.0000000001")]),
+        ("DECIMAL(10,0)", T.DecimalType(10, 0), [Decimal("0"), Decimal("-1234567"), Decimal("9")]),
+        ("DECIMAL(5,4)", T.DecimalType(5, 4), [Decimal("-0.5"), Decimal("9.9999"), Decimal("0")]),
+    ]
+    for (sql_type, _, _), (duck, sparked) in zip(cases, hashes_on_both(spark, cases), strict=True):
+        assert sparked == duck, sql_type
 
 
 def test_floats_smallints_and_timestamps_hash_alike(spark: Any) -> None:

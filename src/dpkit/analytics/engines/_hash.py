@@ -41,6 +41,7 @@ biased choice of kept rows), and is tested in tests/analytics/test_keyed_hash.py
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -78,6 +79,9 @@ _MICROSECOND_TIMESTAMPS = (
     "TIMESTAMP_NS",
     "DATETIME",
 )
+
+#: A DECIMAL type as dpkit names it (``DECIMAL(38,10)``), its scale captured.
+_DECIMAL = re.compile(r"DECIMAL\(\s*\d+\s*,\s*(\d+)\s*\)")
 
 #: A pseudo-type for integers known to lie in [0, p) (grid indices): one limb, itself.
 SMALL_INDEX = "SMALL INDEX"
@@ -123,6 +127,9 @@ class HashDialect:
     shift_right: Callable[[str, int], str]
     #: The string type name for CAST (``VARCHAR``, ``STRING``).
     text: str
+    #: ``decimal_text(sql, scale)``: a DECIMAL of that scale as plain text with all
+    #: its places (``-0.5000``, ``0.0000000001``; never an exponent), DuckDB's text.
+    decimal_text: Callable[[str, int], str]
 
 
 #: Round keys: k_0, one per limb position (cycled beyond), and one for ``finish`` (the
@@ -235,11 +242,15 @@ class KeyedHash:
         if kind in ("BLOB", "BYTEA", "VARBINARY", "BINARY"):
             # Bytes as their hexadecimal text (both engines print upper case).
             return self._text_limbs(f"hex({part.sql})")
-        # Strings, DECIMAL, nested types and anything else: md5 of its text. Parity
-        # across engines holds where their text is the same: DECIMALs print alike
-        # ('1.50') except below 1e-6 with 7+ decimal places, which Spark writes as
-        # '1E-10' (a known gap: exact arithmetic on them loses scale in Spark's
-        # DECIMAL(38) rules). DuckDB's TIMESTAMP_S and TIMESTAMP_MS go here too: they
+        decimal = _DECIMAL.fullmatch(kind)
+        if decimal:
+            # Spark's own text of a DECIMAL below 1e-6 is '1E-10' (DuckDB's
+            # '0.0000000001'): both engines write it plain, with every place.
+            scale = int(decimal.group(1))
+            return self._text_limbs(self._dialect.decimal_text(f"({part.sql})", scale))
+        # Strings, nested types and anything else: md5 of its text. Parity across
+        # engines holds where their text is the same. DuckDB's TIMESTAMP_S and
+        # TIMESTAMP_MS go here too: they
         # reach years whose microseconds overflow a BIGINT (epoch_us raised on a value
         # after 294247, after the charge), and their text is exact; Spark has neither.
         return self._text_limbs(f"CAST(({part.sql}) AS {self._dialect.text})")

@@ -277,6 +277,7 @@ class SqlEngine:
             epoch_micros=lambda s, _type: f"epoch_us({s})",
             shift_right=lambda s, n: f"({s} >> {n})",
             text=self.text,
+            decimal_text=lambda s, _scale: f"CAST({s} AS VARCHAR)",
         )
 
     # ------------------------------------------------------------------ engine hooks

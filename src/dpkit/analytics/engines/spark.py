@@ -704,6 +704,7 @@ class SparkEngine(SqlEngine):
             epoch_micros=_epoch_micros,
             shift_right=lambda s, n: f"shiftright({s}, {n})",
             text=self.text,
+            decimal_text=_plain_decimal,
         )
 
     # --- the engine
@@ -1051,6 +1052,14 @@ def _epoch_micros(sql: str, type_name: str) -> str:
         f" + CAST(hour({x}) AS BIGINT) * 3600000000 + CAST(minute({x}) AS BIGINT) * 60000000"
         f" + CAST(date_part('SECOND', {x}) * 1000000 AS BIGINT))"
     )
+
+
+def _plain_decimal(sql: str, scale: int) -> str:
+    """A DECIMAL as DuckDB writes it: plain, every place of its scale. Spark's CAST to
+    STRING writes a value below 1e-6 as ``1E-10`` (Java's ``BigDecimal.toString``);
+    ``format_number`` formats the exact value (US symbols, half-even rounding at
+    ``scale`` places: none happens) with thousands separators, which are removed."""
+    return f"replace(format_number({sql}, {scale}), ',', '')"
 
 
 def _first_line(err: Exception) -> str:
