@@ -443,3 +443,60 @@ def test_the_keys_hint_lists_public_groups_in_the_statement() -> None:
                 histogram.replace("group_keys = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]", bad)
             )
     assert len(session.history) == 1
+
+
+
+@pytest.mark.parametrize(
+    ("unit", "by", "claimed"),
+    [
+        ("integer", (), True),
+        ("text", (), False),  # a canonical class's spelling, not the group key itself
+        ("double", (), False),
+        ("integer", ("kind",), False),  # several rows per person
+    ],
+)
+def test_one_row_per_person_skips_the_ranking_and_keeps_the_same_pairs(
+    unit: str, by: tuple[str, ...], claimed: bool
+) -> None:
+    # Per-person rows grouped by an integer unit alone hold one row per unit in the
+    # engine's own equality, so ranking a unit's groups has nothing to drop: the engine
+    # skips it, and the integers are those the ranking gives. Elsewhere (by, a unit
+    # whose output is a spelling) the ranking stays.
+    rng = np.random.default_rng(9)
+    ids = rng.integers(0, 300, 3000)
+    frame = pd.DataFrame(
+        {
+            "uid": {
+                "integer": pd.Series(ids, dtype="int64"),
+                "text": pd.Series([f"p{i}" for i in ids]),
+                "double": pd.Series(ids.astype(np.float64) / 4.0),
+            }[unit],
+            "amount": rng.exponential(40.0, len(ids)),
+            "kind": rng.choice(["a", "b", "c"], len(ids)),
+        }
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dp.InsecureRandomWarning)
+        session = dp.Session.from_pandas(
+            frame, privacy_unit="uid", budget=dp.ApproxDP(10.0, 1e-5), rng=2
+        )
+    query = (
+        Query()
+        .per_person(by=by, low=("min", "amount"), rows="count")
+        .group_by_bins("low", [0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0])
+        .bound(max_groups=1, max_rows=1)
+        .count()
+        .sum("rows", bounds=(0.0, 20.0))
+    )
+    view, stripped = session._view_for(query, SALT)
+    assert view._engine._one_row_per_unit is claimed
+    plan = view._compile(stripped, 1.0, SALT).plan
+    assert ("PARTITION BY __u" in view._engine.compile(plan)[0]) is not claimed
+    ranked = view._engine.with_relation(
+        view._engine.relation, view._engine._relation_params, one_row_per_unit=False
+    )
+    assert "PARTITION BY __u" in ranked.compile(plan)[0]
+    exact = view._engine.aggregate(plan)
+    assert exact == ranked.aggregate(plan)
+    # Every person is counted once (in one of the bins its rows fall in, with by).
+    assert sum(v[0] for v in exact.values()) == len(set(ids))

@@ -202,13 +202,13 @@ def person_relation(
     for i, (column, type_name) in enumerate(
         [(unit, schema[unit]), *((c, types[c]) for c in step.by)]
     ):
-        value = _one_spelling(engine, engine.q(column), type_name)
         key = engine.canonical_key_sql(engine.q(column), type_name)
         inner.append(f"{key} AS __dpkit_pk{i}")
         groups.append(f"__dpkit_pk{i}")
-        if key == f"({value})":
+        if _output_is_key(engine, column, type_name):
             select.append(f"__dpkit_pk{i} AS {engine.q(column)}")
         else:
+            value = _one_spelling(engine, engine.q(column), type_name)
             inner.append(f"{value} AS __dpkit_pb{i}")
             select.append(f"min(__dpkit_pb{i}) AS {engine.q(column)}")
     inner += [engine.q(name) for name, _ in arguments]
@@ -220,6 +220,27 @@ def person_relation(
         f"{', '.join(groups)})"
     )
     return sql, params
+
+
+def _output_is_key(engine: Any, column: str, type_name: str) -> bool:
+    """Whether ``column``'s output in the per-person rows is its group key itself: where
+    its one spelling is its canonical form (integers, booleans, decimals)."""
+    value = _one_spelling(engine, engine.q(column), type_name)
+    return bool(engine.canonical_key_sql(engine.q(column), type_name) == f"({value})")
+
+
+def one_row_per_unit(engine: Any, schema: Mapping[str, str], unit: str, step: PerPerson) -> bool:
+    """Whether the per-person rows of ``step`` (:func:`person_relation`) hold at most one
+    row per value of ``unit``, in the engine's own equality -- the fact that lets the
+    engine skip ranking a unit's groups (``SqlEngine._ranks_groups``).
+
+    True when ``by`` is empty and the unit's output column is its group key: the rows
+    are then grouped by exactly the values the later query groups its units by, with
+    the same engine's equality, so no two rows share a unit. (Where the output is a
+    spelling of a canonical class -- text, DOUBLE -- two classes the canonical form
+    tells apart could still be equal to the engine, under a collation: not claimed.)
+    A fact of the SQL, the same on every table."""
+    return not step.by and _output_is_key(engine, unit, schema[unit])
 
 
 #: Per-person sums are exact: each value clamped to +-SUM_LIMIT and rounded to a

@@ -61,7 +61,7 @@ from dpkit.analytics._joins import JoinedView, joined_view
 from dpkit.analytics._ledger import Ledger
 from dpkit.analytics._order import release_order, released_bounds
 from dpkit.analytics._partition import plan_partition
-from dpkit.analytics._per_person import PersonRows, person_relation
+from dpkit.analytics._per_person import PersonRows, one_row_per_unit, person_relation
 from dpkit.analytics._plan import PartScope
 from dpkit.analytics._release import Explanation, QueryResult, explain, rehearse, release
 from dpkit.analytics._row_cost import check_query_cost
@@ -982,7 +982,11 @@ class Session:
         schemas = self._schema_cache("_person_schema_caches", key)
         view = copy.copy(self)
         view._engine = self._engine.with_relation(  # type: ignore[attr-defined]
-            relation, params, schemas
+            relation,
+            params,
+            schemas,
+            one_row_per_unit=self._unit is not None
+            and one_row_per_unit(self._engine, self._schema, self._unit, step),
         )
         view._schema = view._engine.schema()
         expected = [self._unit, *step.by, *(name for name, _, _ in step.aggregates)]

@@ -283,6 +283,10 @@ class SqlEngine:
     # ------------------------------------------------------------------ engine hooks
     #: Parameters of :attr:`relation`'s SQL (a joined view's keys), bound first.
     _relation_params: tuple[Any, ...] = ()
+    #: Whether :attr:`relation` holds at most one row per value of the privacy unit, in
+    #: the engine's own equality (per-person rows grouped by the unit alone:
+    #: :func:`dpkit.analytics._per_person.one_row_per_unit`); see :meth:`_ranks_groups`.
+    _one_row_per_unit: bool = False
 
     @property
     def relation(self) -> str:
@@ -294,15 +298,20 @@ class SqlEngine:
         relation: str,
         params: Sequence[Any] = (),
         schemas: dict[tuple[tuple[str, str], ...], dict[str, str]] | None = None,
+        *,
+        one_row_per_unit: bool = False,
     ) -> Any:
         """This engine (same connection, same dialect) over another relation: a table
         of a Session over several tables, or a joined view ``(SELECT ...)`` whose
         parameters are ``params`` (:mod:`dpkit.analytics._joins`). ``schemas``: the
         schema cache to use, shared with engines over relations of the same columns
-        and types (a joined view drawn with another salt); a new one by default."""
+        and types (a joined view drawn with another salt); a new one by default.
+        ``one_row_per_unit``: the relation has at most one row per privacy unit, in
+        the engine's equality (the caller's guarantee; :meth:`_ranks_groups`)."""
         view = copy.copy(self)
         view._relation = relation  # type: ignore[attr-defined]
         view._relation_params = tuple(params)
+        view._one_row_per_unit = one_row_per_unit
         view._schema_cache = {} if schemas is None else schemas  # type: ignore[attr-defined]
         return view
 
@@ -1041,8 +1050,14 @@ class SqlEngine:
     def _ranks_groups(self, plan: Plan) -> bool:
         """Whether step 3 has anything to do: not when the public keys are at most
         ``max_groups`` -- every unit then has at most that many groups after the keys'
-        filter, and keeps them all (a public fact, the same on any data)."""
-        return plan.keys is None or len(plan.keys.keys) > plan.max_groups
+        filter, and keeps them all (a public fact, the same on any data) -- nor when
+        the relation has at most one row per unit (:attr:`_one_row_per_unit`, a fact
+        of the relation's SQL, whatever its rows): every unit then has at most one
+        pair, in one group, and ``max_groups >= 1`` keeps it. Either way the kept
+        pairs are those the ranking would keep, on every table."""
+        return not self._one_row_per_unit and (
+            plan.keys is None or len(plan.keys.keys) > plan.max_groups
+        )
 
     def _keep_groups(
         self,
