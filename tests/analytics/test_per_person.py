@@ -445,7 +445,6 @@ def test_the_keys_hint_lists_public_groups_in_the_statement() -> None:
     assert len(session.history) == 1
 
 
-
 @pytest.mark.parametrize(
     ("unit", "by", "claimed"),
     [
