@@ -3,6 +3,8 @@ numbers, each checked against what it claims."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -101,6 +103,42 @@ def test_one_row_per_person_gets_max_rows_one_privately() -> None:
     assert summary.max_rows == 1
     assert any("chosen privately" in note for note in summary.notes)
     assert session.remaining.rho == pytest.approx(0.0, abs=1e-9)  # everything spent
+
+
+@pytest.mark.parametrize(("rows_each", "chosen", "asked"), [(1, 1, 2), (3, 4, 4), (5, 8, 6)])
+def test_the_max_rows_ladder_asks_two_bounds_a_round(
+    rows_each: int, chosen: int, asked: int
+) -> None:
+    # Rounds of two bounds (one shared statement each) reach the decision the bounds
+    # asked one at a time reach -- the first bound whose next count adds few rows --
+    # asking at most one count more: 1, 3 and 5 rows per person decide after 2, 4 and
+    # 5 counts one at a time; in rounds, after 2, 4 and 6.
+    persons = 30_000  # noise far below the rule's 10% of persons
+    frame = pd.DataFrame(
+        {
+            "id": np.repeat(np.arange(persons), rows_each),
+            "x": np.random.default_rng(1).normal(size=persons * rows_each),
+        }
+    )
+    session = dp.Session.from_pandas(frame, privacy_unit="id", budget=dp.ZCDP(0.5), rng=2)
+    statements = []
+    execute = session._engine._execute
+
+    def counted(sql: str, params: Any = (), **kwargs: Any) -> Any:
+        statements.append(sql)
+        return execute(sql, params, **kwargs)
+
+    session._engine._execute = counted  # type: ignore[method-assign]
+    summary = describe(session, columns=["x"])
+    labels = [b.label for b in summary.budget_split]
+    ladder = labels[: labels.index("rows, persons")]
+    assert ladder == [f"rows at \u2264 {2**k} per person" for k in range(asked)]
+    assert summary.max_rows == chosen
+    # Each round's two counts come from one statement.
+    for k in range(0, asked, 2):
+        both = (f"least(__c0, {2**k})", f"least(__c1, {2 ** (k + 1)})")
+        assert any(all(part in sql for part in both) for sql in statements), k
+    assert session.remaining.rho == pytest.approx(0.0, abs=1e-9)  # the rest went on
 
 
 def test_an_identifier_column_is_skipped_and_its_share_goes_elsewhere() -> None:

@@ -124,6 +124,8 @@ DROPPED_SHARE, DROPPED_FACTOR = 0.25, 10
 #: With a privacy unit and no ``max_rows``: the share of the budget that chooses it
 #: (counts of rows kept at growing bounds; :meth:`_Runner.choose_max_rows`).
 MAX_ROWS_SHARE = 0.05
+#: Bounds of MAX_ROWS_LADDER asked per round (one batch, one shared scan).
+LADDER_ROUND = 2
 #: A text column's share spent first on a count of its values and of its distinct
 #: values (a pre-check): a column in which no category can reach the selection threshold (an
 #: identifier, a free-text field) is then skipped and the rest of its share goes to the
@@ -598,24 +600,36 @@ class _Runner(NumericRunner):
 
     def choose_max_rows(self, fraction: float) -> tuple[int, str, float]:
         """A bound on rows per person, chosen privately with ``fraction`` of the budget:
-        noisy counts of rows kept at the bounds of :data:`MAX_ROWS_LADDER`, one at a time
-        until :func:`max_rows_from_counts` can decide (issue 28: one row per person no
-        longer gets ten times the noise of a fixed ``max_rows`` 10). Returns the bound,
-        a note, and the fraction of the budget the bounds not needed leave (it goes to
-        the columns)."""
+        noisy counts of rows kept at the bounds of :data:`MAX_ROWS_LADDER`,
+        :data:`LADDER_ROUND` at a time, until :func:`max_rows_from_counts` can decide
+        (issue 28: one row per person no longer gets ten times the noise of a fixed
+        ``max_rows`` 10). Returns the bound, a note, and the fraction of the budget the
+        bounds not needed leave (it goes to the columns)."""
         each = fraction / len(MAX_ROWS_LADDER)
         kept: list[float] = []
         unspent = 0.0
-        for j, bound in enumerate(MAX_ROWS_LADDER):
-            budget = self._shares.take(each, f"rows at \u2264 {bound} per person", "count")
-            result = self._evaluate(Query().bound(max_rows=bound).count(name="rows"), budget)
-            kept.append(float(result.columns["rows"][0]))
+        chosen = MAX_ROWS_LADDER[-1]
+        # Two bounds per round, as one batch (one shared scan: both counts read every
+        # row of every person), until the counts decide. The decision is the one the
+        # bounds asked one at a time would give: max_rows_from_counts takes the first
+        # bound whose next count adds few rows, which later counts do not change. A
+        # round may ask one count more than needed (at most `each` of the budget, left
+        # unspent before); it halves the statements (issue 34).
+        for start in range(0, len(MAX_ROWS_LADDER), LADDER_ROUND):
+            bounds = MAX_ROWS_LADDER[start : start + LADDER_ROUND]
+            requests = [
+                (
+                    Query().bound(max_rows=bound).count(name="rows"),
+                    self._shares.take(each, f"rows at \u2264 {bound} per person", "count"),
+                )
+                for bound in bounds
+            ]
+            for result in self._evaluate_batch(requests):
+                kept.append(float(result.columns["rows"][0]))
             chosen = max_rows_from_counts(kept)
-            if j > 0 and chosen < bound:
-                unspent = each * (len(MAX_ROWS_LADDER) - j - 1)
+            if len(kept) > 1 and chosen < MAX_ROWS_LADDER[len(kept) - 1]:
+                unspent = each * (len(MAX_ROWS_LADDER) - len(kept))
                 break
-        else:
-            chosen = MAX_ROWS_LADDER[-1]
         self.plan = replace(self.plan, max_rows=chosen)
         note = (
             f"max_rows = {chosen} chosen privately ({fraction:.1%} of the budget): the "

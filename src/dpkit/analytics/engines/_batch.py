@@ -434,9 +434,11 @@ def _kept(engine: SqlEngine, plan: Plan, j: int) -> list[str]:
         f"__hv{j} AS (SELECT __u, __i, {linear} AS __hl FROM (SELECT __u, __i{j} AS __i "
         f"FROM __idx WHERE __i{j} IS NOT NULL) AS __o)",
     ]
+    # The light units' rows as those of no heavy unit (SqlEngine._kept_values: the
+    # same rows, a join holding the few heavy units).
     small = (
-        f"SELECT r.__i FROM __hv{j} r {semi} (SELECT __u FROM __cnt WHERE __c{j} <= {m}) p "
-        "ON r.__u = p.__u"
+        f"SELECT r.__i FROM __hv{j} r {engine.anti_join} (SELECT __u FROM __cnt "
+        f"WHERE __c{j} > {m}) p ON r.__u = p.__u"
     )
     big = keyed.finished(
         f"(SELECT r.* FROM __hv{j} r {semi} (SELECT __u FROM __cnt WHERE __c{j} > {m}) p "

@@ -170,6 +170,7 @@ class SqlEngine:
     wide = "HUGEINT"
     #: A semi join (rows of the left side with a match on the right).
     semi_join = "SEMI JOIN"
+    anti_join = "ANTI JOIN"
     #: An anti join (rows of the left side with no match on the right).
     anti_join = "ANTI JOIN"
     #: The table function expanding a list into rows, in a SELECT list.
@@ -636,9 +637,14 @@ class SqlEngine:
         ctes.append(
             f"__cnt AS (SELECT {pair_keys}, count(*) AS __c FROM __hv GROUP BY {pair_keys})"
         )
+        # The light pairs' rows are read as the rows of no heavy pair: every row's pair
+        # is in __cnt (its unit and groups are never NULL: _rows keeps only such rows),
+        # so the two are the same rows, and the join then holds the few heavy pairs
+        # instead of nearly every pair (describe's shared percentile statement at 10^7
+        # rows: 8.0 s -> 6.7 s, issue 34).
         small = (
             f"SELECT r.__i{''.join(f', r.{g}' for g in groups)} FROM __hv r "
-            f"{self.semi_join} (SELECT * FROM __cnt WHERE __c <= {m}) p ON {on}"
+            f"{self.anti_join} (SELECT {pair_keys} FROM __cnt WHERE __c > {m}) p ON {on}"
         )
         # The hash is finished on these rows only (the others are kept without it).
         big_rows = keyed.finished(
