@@ -83,7 +83,7 @@ FROM range({n}) r(i)
 MARKER_TEXT = "SECRET-MARKER-7f3a"
 MARKER_CODE = "SECRET-CODE-c0d3"
 PLANTED = f"""
-SELECT {{person}}, 987654321, 31415926.5358979, 'nan'::DOUBLE, -77, '{MARKER_TEXT}',
+SELECT {{person}}, 987654321, 31415926.5358979, 'nan'::DOUBLE, -7777777, '{MARKER_TEXT}',
        '{MARKER_CODE}', NULL, DATE '2087-03-14', 'infinity'::TIMESTAMP
 FROM range({{k}})
 """
@@ -99,7 +99,9 @@ MARKER_PATTERNS = tuple(
         r"31,?415,?926(\.\d*)?",
         r"3\.14159\d*e\+0?7",
         r"2087(-03(-14)?)?",
-        r"-77(\.0*)?",
+        # Far from any noisy count: -77 was, and a histogram's interval bound of
+        # -77.0 (noise, not the value) matched it.
+        r"-7,?777,?777(\.0*)?",
     )
 )
 #: A person id no base table uses.

@@ -325,9 +325,18 @@ class NumericRunner(RunnerBase):
         *,
         integer: bool,
     ) -> Steps[HistogramSummary]:
-        result = yield from self._ask(
-            self._grouped(base.group_by_bins(column, list(edges)).count()), budget
-        )
+        query = base.group_by_bins(column, list(edges))
+        if self.plan.max_rows is not None:
+            # Each person's rows over all bins count at most max_rows (scaled down where
+            # more: Query.bound's max_total_rows), in every bin there is -- as the
+            # report's note says of every query, and with less noise than up to
+            # MAX_GROUPS_PER_PERSON bins of max_rows rows each (L2 sensitivity max_rows
+            # instead of sqrt(5) times it), keeping the rows of persons in more bins.
+            # No bin is ranked (the bins are at most max_groups), so the engine adds
+            # the rows of persons with at most max_rows as they are, and sends only
+            # the others through its pair step (SqlEngine._light_rows; issue 34).
+            query = query.bound(max_groups=len(edges) - 1, max_total_rows=self.plan.max_rows)
+        result = yield from self._ask(query.count(), budget)
         cols = result.columns
         order = np.argsort(np.asarray(cols[f"{column}_bin"]), kind="stable")
         return HistogramSummary(
