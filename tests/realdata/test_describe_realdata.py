@@ -351,8 +351,20 @@ def test_full_run_coverage_and_consistency(table: Table) -> None:
     found = [i for s in runs for i in intervals(table, s)]
     assert_coverage([i for i in found if i.statistic in ("count", "rows")])
     assert_coverage([i for i in found if i.statistic == "mean"], flags_count=True)
-    assert_coverage([i for s in runs for i in median_ranks(table, s)])
+    medians = [i for s in runs for i in median_ranks(table, s)]
+    if table.name in MEDIANS_WITHHELD:
+        # At this budget describe withholds these tables' medians in every run (their
+        # rank accuracy would be worse than WITHHOLD_FRACTION of the values).
+        assert not medians
+    else:
+        assert_coverage(medians)
     assert not [p for s in runs for p in inconsistencies(s)]
+
+
+#: Tables whose medians (columns of at least 100 values) describe withholds at BUDGET:
+#: the NLSY panel's 545 persons (8 rows each, so every count is of 8 rows' worth) and
+#: diabetes' 442 rows.
+MEDIANS_WITHHELD = ("wage_panel", "diabetes")
 
 
 def test_the_truth_is_computed_from_the_table(ci_runs: Runs) -> None:
