@@ -621,7 +621,6 @@ class SparkEngine(SqlEngine):
     wide = "DECIMAL(38,0)"
     semi_join = "LEFT SEMI JOIN"
     anti_join = "LEFT ANTI JOIN"
-    anti_join = "LEFT ANTI JOIN"
     explode = "explode"
     top_n_limit = 100_000  # Spark's min_by(x, key, k) takes k <= 10^5
     # The group slice of the keyed hash per pair, not joined from the distinct groups:
