@@ -915,7 +915,7 @@ class SqlEngine:
         summand). None where it does not apply.
 
         Why the result is the same: ``L = min(max_rows, max_total_rows)``. A unit with
-        ``n <= L`` rows has fewer than ``max_rows`` rows in every group, so step 2
+        ``n <= L`` rows has at most ``max_rows`` rows in every group, so step 2
         leaves each of its pairs as it is (count ``c``, sum ``S``), and at most
         ``max_total_rows`` rows in all, so step 3b does too; with no ranking (step 3
         has nothing to do: :meth:`_ranks_groups`) every pair is kept. Its pairs'
