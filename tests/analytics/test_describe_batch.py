@@ -1,10 +1,11 @@
 """describe's shared scans (issue 34): the same integers, releases and ledger as one
 query at a time.
 
-* the engine's shared statements (``aggregate_many``, ``histograms_many``, and the
-  row-level sums of ``row_sums_sql``) return, for every plan, the integers of the
-  plan's own statement -- on tables with missing values, NaN, filters, derived columns
-  and persons with more rows than the bound -- on DuckDB and on Spark;
+* the engine's shared statements (``aggregate_many``, ``histograms_many``, the
+  row-level sums of ``row_sums_sql`` and counts per bin of ``row_bins_sql``) return,
+  for every plan, the integers of the plan's own statement -- on tables with missing
+  values, NaN, filters, derived columns and persons with more rows than the bound --
+  on DuckDB and on Spark;
 * ``describe`` with its stages evaluated as batches gives the summary and ledger of the
   same plan evaluated one query at a time (same seed: same salts, same noise);
 * a batch is refused whole before any charge, binds its shared statements before the
@@ -23,10 +24,16 @@ import pytest
 
 import dpkit as dp
 from dpkit.analytics import Query
+from dpkit.analytics._describe_scales import _magnitude_edges
 from dpkit.analytics._shared_scan import evaluate_many
 from dpkit.analytics.describe import describe
 from dpkit.analytics.engines import _batch
-from dpkit.analytics.engines._batch import share_aggregates, share_orders, share_row_sums
+from dpkit.analytics.engines._batch import (
+    share_aggregates,
+    share_orders,
+    share_row_bins,
+    share_row_sums,
+)
 from dpkit.errors import BudgetExceeded, EngineError, SessionLocked
 from dpkit.report import to_json
 
@@ -141,6 +148,67 @@ def test_row_level_sums_statement_computes_each_plans_integers(seed: int) -> Non
     others += [c.plan for c in plans(s, [grouped, Query().count_distinct("k")])]
     assert share_row_sums([*others, sums[0]]) == []
     assert share_row_sums([sums[0], *others, sums[1]]) == [0, 4]
+
+
+#: Row-level counts per bin (describe's ranges and histograms without a privacy unit):
+#: the power-of-two ladder on a column with NULL and NaN, a filter, an integer column
+#: (cast to DOUBLE), a binary search over a derived column's few edges, a filter no row
+#: passes.
+ROW_BINS = [
+    Query().group_by_bins("x", _magnitude_edges(False)).count_distinct(name="count"),
+    Query().filter('"k" >= 1').group_by_bins("y", _magnitude_edges(False)).count(name="c"),
+    Query().group_by_bins("k", _magnitude_edges(True)).count(name="c").count(name="again"),
+    Query()
+    .with_column("yy", '"y" * 2')
+    .filter('"yy" > 1')
+    .group_by_bins("yy", [0.0, 1.0, 2.5, 4.0, 10.0])
+    .count(),
+    Query().filter('"k" = 9').group_by_bins("x", [0.0, 50.0, 100.0]).count(),
+]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_row_level_bin_counts_statement_computes_each_plans_integers(seed: int) -> None:
+    """DuckDB does not share counts per bin (``shares_row_bins``); the statement is
+    engine SQL, run here by hand against each plan's own statement."""
+    s = session(frame(seed=seed), unit=None)
+    engine: Any = s._engine
+    bins = [c.plan for c in plans(s, ROW_BINS)]
+    assert share_row_bins(bins) == list(range(len(bins)))
+    own = [engine.aggregate(p) for p in bins]
+    assert all(own[:4]) and own[4] == {}
+    assert _batch._shared_bins(engine, bins) == own
+    # Not shared: a bin search over many edges, a privacy unit, a plain group column,
+    # and sums.
+    many_edges = Query().group_by_bins("x", [float(e) for e in range(40)]).count()
+    grouped = Query().group_by("k", keys=dp.analytics.KeySet.from_values(k=[0, 1])).count()
+    others = [c.plan for c in plans(s, [many_edges, grouped, ROW_SUMS[0]])]
+    with_unit = ROW_BINS[0].bound(max_groups=1, max_rows=1)
+    others += [c.plan for c in plans(session(frame()), [with_unit])]
+    assert share_row_bins([*others, bins[0]]) == []
+    assert share_row_bins([bins[0], *others, bins[1]]) == [0, 5]
+
+
+def test_row_level_bin_counts_are_shared_on_spark(spark: Any) -> None:
+    """Spark counts row-level bins of several plans in one statement
+    (``shares_row_bins``), at most MAX_SHARED_BINS plans each: the same integers as
+    each plan's own statement on DuckDB."""
+    data = frame(rows=3000, persons=200)
+    on_spark = dp.Session.from_spark(spark.createDataFrame(data), budget=dp.ZCDP(10.0), rng=3)
+    on_duckdb = session(data, unit=None)
+    spark_engine: Any = on_spark._engine
+    duck_engine: Any = on_duckdb._engine
+    queries = [*ROW_BINS, ROW_BINS[0].filter('"y" > 2'), ROW_BINS[1].filter('"x" < 50')]
+    bins = [c.plan for c in plans(on_spark, queries)]
+    assert bins == [c.plan for c in plans(on_duckdb, queries)]
+    statements: list[str] = []
+    execute = spark_engine._execute
+    spark_engine._execute = lambda sql, *a, **k: (statements.append(sql), execute(sql, *a, **k))[1]
+    _batch.prepare_many(spark_engine, bins, [])
+    shared = _batch.aggregate_many(spark_engine, bins)
+    assert len(statements) == 4  # two statements (six plans, then one), bound then run
+    assert all("__e.__m" in sql for sql in statements)
+    assert shared == [duck_engine.aggregate(p) for p in bins]
 
 
 def test_plans_that_cannot_share_run_alone() -> None:

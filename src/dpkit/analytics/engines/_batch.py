@@ -10,8 +10,8 @@ its noise and charge are those of its own compilation. What is shared is the wor
 one scan of the table and one aggregate per privacy unit instead of one per query
 (issue 34: describe ran ~40 statements, each reading every row and grouping by person).
 
-Three shapes are shared, all ungrouped (no public keys, no bins, the same partitions),
-which is what describe's per-column stages run:
+Four shapes are shared, which is what describe's per-column stages run; the first
+three ungrouped (no public keys, no bins, the same partitions):
 
 * **sums** (:func:`aggregate_sql`), with a privacy unit: counts of rows and of values,
   fixed-point sums and counts of units. Each plan's rows are those passing its
@@ -33,6 +33,11 @@ which is what describe's per-column stages run:
   most ``max_rows``, so only the other units' rows are ranked
   (:meth:`SqlEngine._kept_values` does the same for one plan). The maximum's
   histogram counts each unit's largest index.
+* **row-level counts per bin** (:func:`row_bins_sql`), without a privacy unit, on
+  engines where it pays (:attr:`SqlEngine.shares_row_bins`: Spark): describe's ranges
+  and histograms, one binned column each with every bin its keys. Every row's bin
+  index for every plan is computed in one projection, and the row expanded into one
+  ``(plan, index)`` entry per plan whose filters it passes.
 
 A neighbouring table (one person added or removed) changes, in each plan, only that
 person's rows, pair and kept values, exactly as in the plan's own statement: the
@@ -44,13 +49,15 @@ the order statistics too (:attr:`SqlEngine.shares_histograms`). A batch's statem
 run in one pool (:func:`compute_many`), and every one is bound (:func:`prepare_many`)
 before the Session charges.
 
-Measured and left alone (issue 34): row-level counts per bin (describe's ranges and
-histograms without a privacy unit) in one statement, each row expanded by Spark's
-``stack`` into one ``(plan, bin)`` pair per plan, computed the same integers but fell
-off a cliff at 10^6 rows: two range plans 0.62 s, three 6.5 s, nine 17 s, against
-~0.35 s each alone (a cause in Spark's code generation is likely; not established).
-On DuckDB, row-level sums in one statement made describe
-slower at 10^6 rows (2.2 s against 1.7 s).
+Row-level counts per bin in one statement first fell off a cliff on Spark at 10^6
+rows (two range plans 0.62 s, three 6.5 s, nine 17 s, against ~0.35 s each alone).
+The cause (issue 34): each plan's index was wrapped in ``CASE WHEN filters THEN
+index END``, which keeps Spark's subexpression elimination out of the index's
+repeated guess, so the projection's generated method grew past the size the JVM
+compiles, and ran interpreted. :func:`row_bins_sql` computes the filters beside the
+index instead, and :data:`MAX_SHARED_BINS` keeps a statement's method below that size.
+On DuckDB, row-level sums in one statement made describe slower at 10^6 rows (2.2 s
+against 1.7 s).
 """
 
 from __future__ import annotations
@@ -64,7 +71,7 @@ from dpkit.analytics._order import OrderSpec, snap_sql
 from dpkit.analytics._plan import Plan
 from dpkit.analytics.engines._base import EngineResult
 from dpkit.analytics.engines._hash import SMALL_INDEX, TypedPart
-from dpkit.analytics.engines._sql import SqlEngine, _window_limit
+from dpkit.analytics.engines._sql import SqlEngine, _window_limit, power_ladder
 from dpkit.errors import InternalError
 
 __all__ = [
@@ -74,9 +81,11 @@ __all__ = [
     "histograms_many",
     "histograms_sql",
     "prepare_many",
+    "row_bins_sql",
     "row_sums_sql",
     "share_aggregates",
     "share_orders",
+    "share_row_bins",
     "share_row_sums",
 ]
 
@@ -100,6 +109,18 @@ MAX_SHARED_DERIVED = 16
 #: Row-level plans per shared statement (:func:`row_sums_sql`): no per-person state, so
 #: the bound is the statement's size, which Spark analyses in time growing with it.
 MAX_SHARED_ROWS = 16
+#: Row-level plans per shared count of bins (:func:`row_bins_sql`). Spark compiles the
+#: statement's projection -- every plan's bin index -- into one Java method, and the JVM
+#: does not compile a method past 8,000 bytes of bytecode (HotSpot's
+#: DontCompileHugeMethods): it runs interpreted, ~10x slower. Measured at 10^6 rows x 24
+#: columns (describe's range plans, four statements at a time): 6 plans a statement
+#: 1.9-2.1 s, 8 2.2-2.6 s, 12 7.6-8.3 s, 24 14-16 s, each column alone 3.1-4.3 s.
+MAX_SHARED_BINS = 6
+#: Interior edges of a bin column whose index is a binary search (not
+#: :func:`~dpkit.analytics.engines._sql.power_ladder`'s arithmetic index) for its plan to
+#: share a count of bins: the search is one nested CASE per edge, which would fill the
+#: method above with few plans.
+MAX_SHARED_SEARCH_EDGES = 32
 
 
 def _ungrouped_with_unit(plan: Plan) -> bool:
@@ -177,6 +198,32 @@ def share_row_sums(plans: Sequence[Plan]) -> list[int]:
         and plan.statistics
         and all(s.op in _ROW_SUM_OPS for s in plan.statistics)
     ]
+    if len(chosen) < 2 or _merged_derived([plans[i] for i in chosen]) is None:
+        return []
+    return chosen
+
+
+def _row_level_bin_count(plan: Plan) -> bool:
+    """A row-level count of rows per bin of one column, every bin its keys (describe's
+    ranges and histograms without a privacy unit), with a compact bin index."""
+    if not (
+        plan.unit is None
+        and not plan.partitions
+        and plan.max_total_rows is None
+        and SqlEngine._keys_are_every_bin(plan)
+        and plan.statistics
+        and all(s.op in ("rows", "units") for s in plan.statistics)
+    ):
+        return False
+    edges = next(edges for name, _, edges in plan.bins if name == plan.group_columns[0])
+    interior = edges[1:-1]
+    return power_ladder(interior) is not None or len(interior) <= MAX_SHARED_SEARCH_EDGES
+
+
+def share_row_bins(plans: Sequence[Plan]) -> list[int]:
+    """Indices of the row-level plans :func:`row_bins_sql` computes together (at least
+    two whose derived columns agree, else none)."""
+    chosen = [i for i, plan in enumerate(plans) if _row_level_bin_count(plan)]
     if len(chosen) < 2 or _merged_derived([plans[i] for i in chosen]) is None:
         return []
     return chosen
@@ -318,6 +365,56 @@ def row_sums_sql(engine: SqlEngine, plans: Sequence[Plan]) -> tuple[str, list[An
         f"AS __src) SELECT {', '.join(final)} FROM __base"
     )
     return sql, params
+
+
+def row_bins_sql(engine: SqlEngine, plans: Sequence[Plan]) -> tuple[str, list[Any]]:
+    """One statement counting every row-level plan's rows per bin (rows of ``(plan,
+    bin, count)``, one per plan and bin with a row).
+
+    A plan's own statement (:meth:`SqlEngine.compile`, every bin its keys) is ``SELECT
+    index, count(*) FROM rows WHERE filters AND value present GROUP BY index``. Here one
+    projection computes, for every row, each plan's bin index and whether the row is
+    the plan's (its filters and the value's presence, NULL where a filter is NULL, as
+    a WHERE clause reads it); each row is then expanded into one ``(plan, index,
+    mine)`` entry per plan and the entries that are the plans' are counted by ``(plan,
+    index)``: the same integers, and the bins with no row absent, as there.
+
+    The index is computed for rows that are not the plan's too; it is total
+    (:meth:`SqlEngine._group_sql`: comparisons, LEAST/GREATEST and NULL-propagating
+    arithmetic), so no row can make it raise. It is not wrapped in the CASE that would
+    make it NULL for those rows: Spark's subexpression elimination skips the branches
+    of a CASE, and the index names its first guess three times
+    (:meth:`SqlEngine._ladder_index`)."""
+    columns: list[str] = []
+    entries: list[list[tuple[str, str]]] = []
+    for j, plan in enumerate(plans):
+        column = plan.group_columns[0]
+        mine = [f"({engine.expression(f, plan.derived)})" for f in plan.filters]
+        mine.append(f"({engine._group_present_sql(plan, column)})")
+        columns.append(f"{engine._group_sql(plan, column)} AS __b{j}")
+        columns.append(f"({' AND '.join(mine)}) AS __m{j}")
+        entries.append([("__p", str(j)), ("__b", f"__b{j}"), ("__m", f"__m{j}")])
+    derived = _merged_derived(plans)
+    assert derived is not None
+    source, params = engine._source(derived)
+    sql = (
+        f"WITH __base AS {engine.cte_hint}(SELECT {', '.join(columns)} FROM ({source}) "
+        f"AS __src), __entries AS (SELECT {engine.explode}({engine.struct_list(entries)}) "
+        f"AS __e FROM __base) SELECT __e.__p, __e.__b, count(*) FROM __entries "
+        f"WHERE __e.__m GROUP BY __e.__p, __e.__b"
+    )
+    return sql, params
+
+
+def _shared_bins(engine: SqlEngine, plans: Sequence[Plan]) -> list[EngineResult]:
+    """The plans' :meth:`SqlEngine.aggregate` results from :func:`row_bins_sql`."""
+    sql, params = row_bins_sql(engine, plans)
+    results: list[EngineResult] = [{} for _ in plans]
+    for j, index, count in engine._execute(sql, params):
+        plan = plans[int(j)]
+        key = engine._decode_key([index], engine._categories(plan))
+        results[int(j)][key] = [int(count)] * len(plan.statistics)
+    return results
 
 
 def _shared_aggregates(
@@ -532,7 +629,18 @@ def _statements(
                 partial(_shared_aggregates, engine, chosen_plans, statement),
             )
         )
-    for i in _alone([*sums, *rows], len(plans)):
+    bins = share_row_bins(plans) if engine.shares_row_bins else []
+    for chunk in _chunks(bins, plans, MAX_SHARED_BINS):
+        chosen_plans = [plans[i] for i in chunk]
+        out.append(
+            _Statement(
+                "sums",
+                chunk,
+                partial(row_bins_sql, engine, chosen_plans),
+                partial(_shared_bins, engine, chosen_plans),
+            )
+        )
+    for i in _alone([*sums, *rows, *bins], len(plans)):
         out.append(
             _Statement(
                 "sums",

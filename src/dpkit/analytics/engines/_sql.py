@@ -193,6 +193,10 @@ class SqlEngine:
     #: each plan's filter in a CASE made describe slower at 10^6 rows (2.2 s against
     #: 1.7 s), where each plan's own statement pushes its filter into the scan.
     shares_row_sums = False
+    #: Whether several row-level plans' counts per bin run as one statement
+    #: (engines._batch.row_bins_sql). DuckDB does not: a statement of its own costs it
+    #: milliseconds, and each pushes its filter into the scan.
+    shares_row_bins = False
     #: Statements of one batch (engines._batch) that need not share run at most this
     #: many at a time. DuckDB runs one statement on every core already, and two
     #: per-person aggregates at once would hold both in memory: one at a time.
@@ -226,6 +230,15 @@ class SqlEngine:
     def integer_range(self, count: int) -> str:
         """SQL of a one-column table of the BIGINTs ``0, ..., count - 1``."""
         return f"SELECT range FROM range(0, {int(count)})"
+
+    def struct_list(self, entries: Sequence[Sequence[tuple[str, str]]]) -> str:
+        """SQL of a list of structs, each entry's ``(field, SQL)`` pairs in order (the
+        argument of :attr:`explode`)."""
+        structs = [
+            "struct_pack(" + ", ".join(f"{field} := {sql}" for field, sql in entry) + ")"
+            for entry in entries
+        ]
+        return f"list_value({', '.join(structs)})"
 
     def constant_double_array(self, values: Sequence[float]) -> str:
         """SQL of a constant DOUBLE array with no parameters (finite values).

@@ -634,6 +634,11 @@ class SparkEngine(SqlEngine):
     # table a Spark statement costs ~0.1-0.2 s whatever it computes; nine describe sums
     # of a 6,366-row table took 0.55-0.67 s four at a time and 0.16-0.22 s as one.
     shares_row_sums = True
+    # Row-level counts per bin of several plans in one statement
+    # (SqlEngine.shares_row_bins): describe's ranges of diabetes' 11 columns took
+    # 0.86-1.27 s four at a time and 0.28-0.40 s as one (warm, in process); at 10^6 rows
+    # x 24 columns 3.1-4.3 s against 1.9-2.4 s in statements of six.
+    shares_row_bins = True
     # A batch's own statements run four at a time: on a small table a statement's time
     # is the driver's (analysis, planning, scheduling a job), which threads overlap
     # (each Python thread has its JVM thread, with its own job group property).
@@ -693,6 +698,13 @@ class SparkEngine(SqlEngine):
 
     def integer_range(self, count: int) -> str:
         return f"SELECT id FROM range(0, {int(count)})"
+
+    def struct_list(self, entries: Sequence[Sequence[tuple[str, str]]]) -> str:
+        structs = [
+            "named_struct(" + ", ".join(f"'{field}', {sql}" for field, sql in entry) + ")"
+            for entry in entries
+        ]
+        return f"array({', '.join(structs)})"
 
     def pair(self, first: str, second: str) -> str:
         return f"struct({first}, {second})"
