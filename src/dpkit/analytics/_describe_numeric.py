@@ -13,7 +13,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import numpy as np
-from scipy.stats import norm
 
 from dpkit.accounting.guarantees import Guarantee, PureDP
 from dpkit.analytics._describe_common import (
@@ -34,6 +33,7 @@ from dpkit.analytics._describe_scales import (
     consistent_order_statistics,
     integer_bins,
     is_integer_type,
+    normal_upper_quantile,
 )
 from dpkit.analytics._describe_stages import (
     WITHHOLD_FRACTION,
@@ -70,7 +70,7 @@ FEW_MEAN_SHARE, FEW_COUNTS_SHARE = 0.25, 0.6
 #: (Gaussian noise; about 1 - 0.006 for Laplace noise) when the values are integers.
 INTEGER_CHECK_SHARE = 0.05
 INTEGER_CHECK_FALSE = 1e-3
-INTEGER_CHECK_Z = float(norm.isf(INTEGER_CHECK_FALSE))
+INTEGER_CHECK_Z = normal_upper_quantile(INTEGER_CHECK_FALSE)
 #: A column whose range came out [0, 1] is labelled "share of 1" only when its count of
 #: values outside [0, 1] and its under- and overflow bins are each at most this many
 #: standard errors (a 0/1 column passes all three with probability ~1 - 1e-5; a
@@ -573,7 +573,7 @@ def _ends_empty(histogram: HistogramSummary) -> bool:
     same rule is stricter than it needs to be)."""
     if not histogram.ci_low or histogram.confidence is None:
         return False
-    per_se = float(norm.isf((1.0 - histogram.confidence) / 2.0))
+    per_se = normal_upper_quantile((1.0 - histogram.confidence) / 2.0)
     for i in (0, -1):
         half = (histogram.ci_high[i] - histogram.ci_low[i]) / 2.0
         if histogram.counts[i] > ZERO_ONE_Z * half / per_se:

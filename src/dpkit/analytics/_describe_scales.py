@@ -18,10 +18,18 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from scipy.stats import norm
+from scipy.special import ndtri
 
 from dpkit.analytics.engines import NUMBER_TYPES
 from dpkit.report.model import Statistic
+
+
+def normal_upper_quantile(p: float) -> float:
+    """The ``z`` with ``P(Z > z) = p`` for a standard normal ``Z``: ``-ndtri(p)``, the
+    double SciPy's ``norm.isf(p)`` returns, without importing ``scipy.stats`` (a fifth
+    of a second of every ``dpkit describe``)."""
+    return float(-ndtri(p))
+
 
 #: Points of the linear grid of the percentile and max queries (over the released range).
 GRID_SIZE = 10_001
@@ -374,4 +382,4 @@ def _range_z(laplace: bool) -> float:
     p = RANGE_FALSE_POSITIVE / len(RANGE_WINDOWS)
     if laplace:
         return math.log(1.0 / (2.0 * p)) / math.sqrt(2.0)
-    return float(norm.isf(p))
+    return normal_upper_quantile(p)

@@ -26,8 +26,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from scipy.stats import norm
-
+from dpkit.analytics._describe_scales import normal_upper_quantile
 from dpkit.report.model import Statistic
 
 #: An order statistic whose accuracy is worse than this fraction of the values (its rank
@@ -127,7 +126,7 @@ def half_width(statistic: Statistic, level: float, *, laplace: bool) -> float | 
     tail = 1.0 - level
     if laplace:  # Laplace(b): sd = b sqrt(2), P(|X| > t) = exp(-t / b)
         return se / math.sqrt(2.0) * math.log(1.0 / tail)
-    return se * float(norm.isf(tail / 2.0))
+    return se * normal_upper_quantile(tail / 2.0)
 
 
 def missing_share(
