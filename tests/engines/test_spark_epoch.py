@@ -76,3 +76,16 @@ def test_epoch_is_duckdbs_double_on_spark(spark: Any) -> None:
         assert ours == theirs, (ours, theirs)
     # The fraction is kept (UNIX_TIMESTAMP would have cut it).
     assert any(row[1] != int(row[1]) for row in duck)
+
+
+def test_epoch_of_a_date_past_year_294000_is_duckdbs_number_on_spark(spark: Any) -> None:
+    """SQLGlot wrote ``unix_date(d)`` back as ``DATEDIFF(DAY, DATE '1970-01-01', d)``,
+    which Spark computes through microseconds: it raised "long overflow" on such a date,
+    after the charge, on one row's value (found by an adversarial review, issue 34).
+    DuckDB's epoch of DATE '300000-01-01' is 108,853,222 days of 86,400 s."""
+    from dpkit.analytics.engines.spark import SparkEngine
+
+    frame = spark.sql("SELECT make_date(300000, 1, 1) AS d UNION ALL SELECT DATE '2020-01-01'")
+    engine = SparkEngine(frame)
+    rows = engine._execute(f"SELECT {engine.expression('epoch(d)')} FROM {engine.relation}")
+    assert sorted(row[0] for row in rows) == [1577836800.0, 108853222 * 86400.0]

@@ -67,6 +67,9 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any, NamedTuple, TypeVar
 
+import sqlglot
+from sqlglot import exp
+
 from dpkit.analytics._order import OrderSpec, snap_sql
 from dpkit.analytics._plan import Plan
 from dpkit.analytics.engines._base import EngineResult
@@ -121,6 +124,59 @@ MAX_SHARED_BINS = 6
 #: share a count of bins: the search is one nested CASE per edge, which would fill the
 #: method above with few plans.
 MAX_SHARED_SEARCH_EDGES = 32
+
+
+#: Expression nodes (SQLGlot's) of a derived column that a shared statement may compute
+#: on every row where expressions can raise (:attr:`SqlEngine.expressions_may_raise`):
+#: columns, literals, arithmetic without division, comparisons, logic, CASE and rounding,
+#: none of which raises on Spark with ANSI off, whatever the value (and the compiler's
+#: TRY around them, which adds nothing that could).
+_EVERY_ROW_NODES: tuple[type[exp.Expression], ...] = (
+    exp.Try,
+    exp.Column,
+    exp.Identifier,
+    exp.Literal,
+    exp.Boolean,
+    exp.Null,
+    exp.Paren,
+    exp.Neg,
+    exp.Add,
+    exp.Sub,
+    exp.Mul,
+    exp.EQ,
+    exp.NEQ,
+    exp.GT,
+    exp.GTE,
+    exp.LT,
+    exp.LTE,
+    exp.And,
+    exp.Or,
+    exp.Not,
+    exp.Is,
+    exp.Case,
+    exp.If,
+    exp.Round,
+    exp.Floor,
+    exp.Ceil,
+    exp.Abs,
+)
+
+
+def computes_on_every_row(plan: Plan) -> bool:
+    """Whether every derived column of ``plan`` is made of :data:`_EVERY_ROW_NODES`.
+
+    A shared statement computes each plan's derived columns and values on every row,
+    also the rows that plan's filters drop; the plan's own statement filters first. On
+    an engine where an expression can raise on some value (Spark: ``epoch`` of a DATE
+    past the year ~294,000 overflows, "long overflow"), a row that every filter drops
+    could then fail the shared statement after the charge -- a one-row oracle, and the
+    Session locked (found by an adversarial review, issue 34). Such a plan runs alone
+    there (:func:`_statements`)."""
+    for _, sql in plan.derived:
+        tree = sqlglot.parse_one(sql, read="duckdb")
+        if not all(isinstance(node, _EVERY_ROW_NODES) for node in tree.walk()):
+            return False
+    return True
 
 
 def _ungrouped_with_unit(plan: Plan) -> bool:
@@ -381,9 +437,10 @@ def row_bins_sql(engine: SqlEngine, plans: Sequence[Plan]) -> tuple[str, list[An
 
     The index is computed for rows that are not the plan's too; it is total
     (:meth:`SqlEngine._group_sql`: comparisons, LEAST/GREATEST and NULL-propagating
-    arithmetic), so no row can make it raise. It is not wrapped in the CASE that would
-    make it NULL for those rows: Spark's subexpression elimination skips the branches
-    of a CASE, and the index names its first guess three times
+    arithmetic, over a column of the table or a derived column of
+    :func:`computes_on_every_row`), so no row can make it raise. It is not wrapped in
+    the CASE that would make it NULL for those rows: Spark's subexpression elimination
+    skips the branches of a CASE, and the index names its first guess three times
     (:meth:`SqlEngine._ladder_index`)."""
     columns: list[str] = []
     entries: list[list[tuple[str, str]]] = []
@@ -615,8 +672,12 @@ def _statements(
                 partial(_listed, engine.histograms, *jobs[i]),
             )
         )
-    sums = share_aggregates(plans)
-    rows = share_row_sums(plans) if engine.shares_row_sums else []
+    if engine.expressions_may_raise:
+        safe = [computes_on_every_row(plan) for plan in plans]
+    else:
+        safe = [True] * len(plans)
+    sums = [i for i in share_aggregates(plans) if safe[i]]
+    rows = [i for i in share_row_sums(plans) if safe[i]] if engine.shares_row_sums else []
     sum_chunks = [(chunk, aggregate_sql) for chunk in _chunks(sums, plans, MAX_SHARED_SUMS)]
     sum_chunks += [(chunk, row_sums_sql) for chunk in _chunks(rows, plans, MAX_SHARED_ROWS)]
     for chunk, statement in sum_chunks:
@@ -629,7 +690,7 @@ def _statements(
                 partial(_shared_aggregates, engine, chosen_plans, statement),
             )
         )
-    bins = share_row_bins(plans) if engine.shares_row_bins else []
+    bins = [i for i in share_row_bins(plans) if safe[i]] if engine.shares_row_bins else []
     for chunk in _chunks(bins, plans, MAX_SHARED_BINS):
         chosen_plans = [plans[i] for i in chunk]
         out.append(

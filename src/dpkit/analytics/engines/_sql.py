@@ -197,6 +197,11 @@ class SqlEngine:
     #: (engines._batch.row_bins_sql). DuckDB does not: a statement of its own costs it
     #: milliseconds, and each pushes its filter into the scan.
     shares_row_bins = False
+    #: Whether an expression of dpkit's grammar can raise on some value in this engine.
+    #: DuckDB's do not (the compiler wraps what could in TRY), so its shared statements
+    #: may compute a plan's derived columns on rows the plan's filters drop; on Spark only
+    #: those of engines._batch.computes_on_every_row.
+    expressions_may_raise = False
     #: Statements of one batch (engines._batch) that need not share run at most this
     #: many at a time. DuckDB runs one statement on every core already, and two
     #: per-person aggregates at once would hold both in memory: one at a time.

@@ -305,7 +305,7 @@ def _translate(sql: str, types: tuple[tuple[str, str], ...] = ()) -> str:
         if id(node) in epochs:
             operand = node.this.sql(dialect="spark")
             kind = _EPOCH_KINDS[epochs[id(node)]]
-            return sqlglot.parse_one(_epoch_seconds(operand, kind), read="spark")
+            return _keep_unix_date(sqlglot.parse_one(_epoch_seconds(operand, kind), read="spark"))
         meaning = _duckdb_meaning(node, drops)
         if meaning is not None:
             return meaning
@@ -639,6 +639,9 @@ class SparkEngine(SqlEngine):
     # 0.86-1.27 s four at a time and 0.28-0.40 s as one (warm, in process); at 10^6 rows
     # x 24 columns 3.1-4.3 s against 1.9-2.4 s in statements of six.
     shares_row_bins = True
+    # epoch of a DATE past the year ~294,000 overflows ("long overflow"), with ANSI off
+    # too (SqlEngine.expressions_may_raise).
+    expressions_may_raise = True
     # A batch's own statements run four at a time: on a small table a statement's time
     # is the driver's (analysis, planning, scheduling a job), which threads overlap
     # (each Python thread has its JVM thread, with its own job group property).
@@ -731,6 +734,13 @@ class SparkEngine(SqlEngine):
         # does Spark with the condition in a CASE, as the shared statements write it):
         # the rule is off in dpkit's session (found by an adversarial review, issue 34).
         self._spark.conf.set("spark.sql.optimizer.excludedRules", _EXCLUDED_RULES)
+        # Subexpression elimination hoisted an expression that two filters share out
+        # of the right-hand side of their ANDs in a shared statement (engines._batch),
+        # so it ran on rows the left-hand side drops: `"ok" AND epoch("d") > 0` failed
+        # on a date that overflows epoch in a row with ok false, after the charge,
+        # where each query's own statement never evaluates it (found by an adversarial
+        # review, issue 34). AND, OR and COALESCE keep their short-circuit.
+        self._spark.conf.set("spark.sql.subexpressionElimination.skipForShortcutExpr", "true")
         self._quiet_query_context_log()
         # After the logs are quiet: a failure's context would quote the row.
         if dataframe not in _IN_PLACE:
@@ -1046,6 +1056,22 @@ def _epoch_seconds(sql: str, kind: str) -> str:
         f"(CAST({millis} AS DOUBLE) / CAST(1000 AS DOUBLE)"
         f" + CAST({rest} AS DOUBLE) / CAST(1000000 AS DOUBLE))"
     )
+
+
+def _keep_unix_date(tree: Any) -> Any:
+    """``tree`` with Spark's ``unix_date(d)`` kept as written: SQLGlot writes it back
+    as ``DATEDIFF(DAY, DATE '1970-01-01', d)``, which Spark computes through
+    microseconds and which raised "long overflow" on a DATE past the year ~294,000
+    (found by an adversarial review, issue 34: a failure after the charge on one
+    row's value). ``unix_date`` counts days, for every DATE Spark holds."""
+    from sqlglot import exp
+
+    def keep(node: Any) -> Any:
+        if isinstance(node, exp.UnixDate):
+            return exp.Anonymous(this="unix_date", expressions=[node.this])
+        return node
+
+    return tree.transform(keep)
 
 
 def _epoch_micros(sql: str, type_name: str) -> str:
