@@ -678,29 +678,29 @@ def _statements(
         safe = [True] * len(plans)
     sums = [i for i in share_aggregates(plans) if safe[i]]
     rows = [i for i in share_row_sums(plans) if safe[i]] if engine.shares_row_sums else []
-    sum_chunks = [(chunk, aggregate_sql) for chunk in _chunks(sums, plans, MAX_SHARED_SUMS)]
-    sum_chunks += [(chunk, row_sums_sql) for chunk in _chunks(rows, plans, MAX_SHARED_ROWS)]
-    for chunk, statement in sum_chunks:
-        chosen_plans = [plans[i] for i in chunk]
-        out.append(
-            _Statement(
-                "sums",
-                chunk,
-                partial(statement, engine, chosen_plans),
-                partial(_shared_aggregates, engine, chosen_plans, statement),
-            )
-        )
     bins = [i for i in share_row_bins(plans) if safe[i]] if engine.shares_row_bins else []
-    for chunk in _chunks(bins, plans, MAX_SHARED_BINS):
-        chosen_plans = [plans[i] for i in chunk]
-        out.append(
-            _Statement(
-                "sums",
-                chunk,
-                partial(row_bins_sql, engine, chosen_plans),
-                partial(_shared_bins, engine, chosen_plans),
+    # Each shared shape: its chosen plans, its SQL, and how its rows become results.
+    shapes: list[tuple[list[int], int, Callable[..., Any], Callable[..., Any]]] = [
+        (
+            sums,
+            MAX_SHARED_SUMS,
+            aggregate_sql,
+            partial(_shared_aggregates, statement=aggregate_sql),
+        ),
+        (rows, MAX_SHARED_ROWS, row_sums_sql, partial(_shared_aggregates, statement=row_sums_sql)),
+        (bins, MAX_SHARED_BINS, row_bins_sql, _shared_bins),
+    ]
+    for shared, size, sql, run in shapes:
+        for chunk in _chunks(shared, plans, size):
+            chosen_plans = [plans[i] for i in chunk]
+            out.append(
+                _Statement(
+                    "sums",
+                    chunk,
+                    partial(sql, engine, chosen_plans),
+                    partial(run, engine, chosen_plans),
+                )
             )
-        )
     for i in _alone([*sums, *rows, *bins], len(plans)):
         out.append(
             _Statement(
