@@ -167,8 +167,8 @@ def computes_on_every_row(plan: Plan) -> bool:
 
     A shared statement computes each plan's derived columns and values on every row,
     also the rows that plan's filters drop; the plan's own statement filters first. On
-    an engine where an expression can raise on some value (Spark: ``epoch`` of a DATE
-    past the year ~294,000 overflows, "long overflow"), a row that every filter drops
+    an engine where an expression can raise on some value (Spark: ``date_trunc`` of a
+    DATE past the year ~294,000 overflows, "long overflow"), a row that every filter drops
     could then fail the shared statement after the charge -- a one-row oracle, and the
     Session locked (found by an adversarial review, issue 34). Such a plan runs alone
     there (:func:`_statements`)."""

@@ -639,8 +639,8 @@ class SparkEngine(SqlEngine):
     # 0.86-1.27 s four at a time and 0.28-0.40 s as one (warm, in process); at 10^6 rows
     # x 24 columns 3.1-4.3 s against 1.9-2.4 s in statements of six.
     shares_row_bins = True
-    # epoch of a DATE past the year ~294,000 overflows ("long overflow"), with ANSI off
-    # too (SqlEngine.expressions_may_raise).
+    # date_trunc of a DATE past the year ~294,000 overflows ("long overflow"), with ANSI
+    # off too (SqlEngine.expressions_may_raise; docs/spark.md, a known failure).
     expressions_may_raise = True
     # A batch's own statements run four at a time: on a small table a statement's time
     # is the driver's (analysis, planning, scheduling a job), which threads overlap
@@ -736,8 +736,8 @@ class SparkEngine(SqlEngine):
         self._spark.conf.set("spark.sql.optimizer.excludedRules", _EXCLUDED_RULES)
         # Subexpression elimination hoisted an expression that two filters share out
         # of the right-hand side of their ANDs in a shared statement (engines._batch),
-        # so it ran on rows the left-hand side drops: `"ok" AND epoch("d") > 0` failed
-        # on a date that overflows epoch in a row with ok false, after the charge,
+        # so it ran on rows the left-hand side drops: `"ok" AND date_trunc('week', "d")
+        # > ...` failed on a date that overflows it in a row with ok false, after the charge,
         # where each query's own statement never evaluates it (found by an adversarial
         # review, issue 34). AND, OR and COALESCE keep their short-circuit.
         self._spark.conf.set("spark.sql.subexpressionElimination.skipForShortcutExpr", "true")
